@@ -1,0 +1,229 @@
+"""The Clos generator held to its closed forms, to published tables, and to networkx as an oracle."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from topoplan.errors import InfeasibleDesign
+from topoplan.generators import generate
+from topoplan.generators.clos import plan_clos, split_ports
+from topoplan.topology import KIND, LINK_TIER
+
+
+# --- closed forms of the sizing ---------------------------------------------------------------------
+
+@given(half=st.integers(min_value=2, max_value=64))
+def test_k_ary_fat_tree_closed_forms(half):
+    """Al-Fares: k^3/4 hosts on 5k^2/4 switches, k pods of k/2 edge + k/2 aggregation, (k/2)^2 core."""
+    k = 2 * half
+    plan = plan_clos(k**3 // 4, (k, k, k), (1, 1), None)
+    assert plan.tiers == 3
+    assert plan.max_endpoints == k**3 // 4
+    assert (plan.leaves, plan.spines, plan.cores) == (k * k // 2, k * k // 2, k * k // 4)
+    assert plan.switches == 5 * k * k // 4
+    assert plan.pods == k
+
+
+@given(half=st.integers(min_value=2, max_value=128), tiers=st.integers(min_value=1, max_value=3))
+def test_folded_clos_full_build(half, tiers):
+    """Non-blocking folded Clos of radix R and t tiers: 2(R/2)^t hosts on (2t-1)(R/2)^(t-1) switches."""
+    radix = 2 * half
+    hosts = 2 * half**tiers
+    plan = plan_clos(hosts, (radix,) * 3, (1, 1), tiers)
+    assert plan.max_endpoints == hosts
+    assert plan.switches == (2 * tiers - 1) * half ** (tiers - 1)
+    with pytest.raises(ValueError):
+        plan_clos(hosts + 1, (radix,) * 3, (1, 1), tiers)
+
+
+@pytest.mark.parametrize("radix,two,three", [(64, 2048, 65536), (128, 8192, 524288), (144, 10368, 746496),
+                                             (48, 1152, 27648)])
+def test_published_maximum_sizes(radix, two, three):
+    """topologies.md B2/1.3: 2,048 (Quantum-2 two-tier), 10,368 (Q3400 two-tier), 524,288 (k=128)."""
+    assert plan_clos(two, (radix,) * 3, (1, 1), 2).max_endpoints == two
+    assert plan_clos(three, (radix,) * 3, (1, 1), 3).max_endpoints == three
+
+
+@pytest.mark.parametrize("units,spines", [(1, 4), (2, 8), (3, 16), (4, 16)])
+def test_superpod_spine_divisor_rule(units, spines):
+    """NVIDIA DGX SuperPOD H100 compute fabric: 8 leaves per SU; 4, 8, 16, 16 spines for 1-4 SU
+    (the 3-SU row has 16, not 12: every leaf keeps a whole number of links to every spine)."""
+    plan = plan_clos(256 * units, (64, 64, 64), (1, 1), 2)
+    assert plan.leaves == 8 * units
+    assert plan.spines == spines
+    assert plan.leaf_spine_links * plan.spines == 32
+    assert plan.leaves * 32 == 256 * units  # leaf-spine cables: 8 leaves x 32 uplinks per SU
+
+
+@pytest.mark.parametrize("pods", [1, 2, 4, 8, 16, 32, 64])
+def test_partial_three_tier_build(pods):
+    """Partial build of N endpoints: N/(R/2) leaves, N/(R/2) spines, N/R cores when the divisor is exact."""
+    radix, half = 64, 32
+    n = pods * half * half
+    plan = plan_clos(n, (radix,) * 3, (1, 1), 3)
+    assert plan.leaves == n // half
+    assert plan.spines == n // half
+    assert plan.cores == max(n // radix, half)  # at least one core per spine position
+
+
+@pytest.mark.parametrize("ratio,down,up", [(1, 32, 32), (3, 48, 16), (7, 56, 8), (1.5, 38, 26)])
+def test_oversubscribed_split(ratio, down, up):
+    assert split_ports(64, ratio) == (down, up)
+    assert down / up <= ratio + 1e-12
+
+
+# --- the generated topology -----------------------------------------------------------------------
+
+def _switch_counts(topology):
+    return topology.switches_by_tier()
+
+
+@pytest.mark.parametrize("gpus,tiers", [(64, None), (512, None), (1024, None), (4096, 3)])
+def test_generated_counts_follow_plan(make_design, catalog, gpus, tiers):
+    design = make_design(cluster={"gpus": gpus}, fabric={"tiers": tiers})
+    topology = generate(design, catalog)
+    assert topology.check() == []
+    plan = topology.hierarchy["plan"]
+    counts = _switch_counts(topology)
+    assert counts.get("leaf") == plan["leaves"]
+    assert counts.get("spine", 0) == plan["spines"]
+    assert counts.get("core", 0) == plan["cores"]
+    links = topology.links_by_tier()
+    assert links["leaf"] == gpus  # one 400G NIC per GPU on DGX H100
+    for tier in ("spine", "core")[: plan["tiers"] - 1]:
+        assert links[tier] == plan["leaves"] * plan["up"][0] if tier == "spine" else plan["spines"] * plan["up"][1]
+    # no switch uses more logical ports than it has
+    degree = np.bincount(topology.src, minlength=topology.num_nodes)
+    switches = topology.kind == KIND["switch"]
+    assert degree[switches].max() <= 64
+
+
+def test_every_leaf_has_equal_parallel_links_to_every_spine(make_design, catalog):
+    design = make_design(cluster={"gpus": 768}, fabric={"tiers": 2})  # 3 SU-like: 24 leaves
+    topology = generate(design, catalog)
+    arcs = np.flatnonzero(topology.link_tier == LINK_TIER["spine"])
+    up = arcs[topology.tier[topology.src[arcs]] == 0]
+    pairs, counts = np.unique(np.stack([topology.src[up], topology.dst[up]]), axis=1, return_counts=True)
+    leaves = np.unique(pairs[0])
+    spines = np.unique(pairs[1])
+    assert pairs.shape[1] == leaves.size * spines.size  # every leaf reaches every spine
+    assert set(counts.tolist()) == {32 // spines.size}
+
+
+def _gpu_graph(topology):
+    """Undirected simple graph for hop counting, with host links contracted (they are not network hops)."""
+    graph = nx.Graph()
+    host = topology.link_tier == LINK_TIER["host"]
+    for a, b, h in zip(topology.src[0::2], topology.dst[0::2], host[0::2]):
+        graph.add_edge(int(a), int(b), weight=0 if h else 1)
+    return graph
+
+
+@pytest.mark.parametrize("gpus,tiers,expected", [(16, None, 2), (256, None, 4), (512, 3, 4), (2048, 3, 6)])
+def test_diameter_matches_networkx(make_design, catalog, gpus, tiers, expected):
+    design = make_design(cluster={"server": "generic-1gpu", "gpus": gpus},
+                         fabric={"tiers": tiers, "switch": "generic-48x400g" if gpus <= 16 else "nvidia-qm9700"})
+    topology = generate(design, catalog)
+    assert topology.hierarchy["diameter_hops"] == expected
+    graph = _gpu_graph(topology)
+    gpus_ids = topology.gpus
+    # eccentricity of a few GPUs over weighted (network-link) hops; the fabric is symmetric per leaf
+    worst = 0
+    for source in gpus_ids[:: max(1, gpus_ids.size // 8)]:
+        lengths = nx.single_source_dijkstra_path_length(graph, int(source))
+        worst = max(worst, max(lengths[int(g)] for g in gpus_ids))
+    assert worst == expected
+
+
+@pytest.mark.parametrize("ratio,tiers,gpus", [(1, 2, 512), (3, 2, 8 * 48), (1, 3, 2048), (7, 2, 8 * 56),
+                                              (3, 3, 4 * 32 * 48)])
+def test_bisection_matches_max_flow_between_halves(make_design, catalog, ratio, tiers, gpus):
+    """The analytic bisection equals networkx's max flow between the first and second half of the GPUs
+    (halves of whole leaves and pods, where the min balanced cut is the leaf or spine uplinks)."""
+    design = make_design(cluster={"server": "generic-1gpu", "gpus": gpus},
+                         fabric={"tiers": tiers, "oversubscription": ratio})
+    topology = generate(design, catalog)
+    graph = nx.DiGraph()
+    for a, b, cap in zip(topology.src, topology.dst, topology.capacity_gbps):
+        if graph.has_edge(int(a), int(b)):
+            graph[int(a)][int(b)]["capacity"] += float(cap)
+        else:
+            graph.add_edge(int(a), int(b), capacity=float(cap))
+    gpus = topology.gpus
+    half = gpus.size // 2
+    for g in gpus[:half]:
+        graph.add_edge("s", int(g), capacity=1e12)
+    for g in gpus[half:]:
+        graph.add_edge(int(g), "t", capacity=1e12)
+    flow = nx.maximum_flow_value(graph, "s", "t")
+    assert flow == pytest.approx(topology.hierarchy["bisection_gbps"], rel=1e-9)
+    assert topology.hierarchy["bisection_gbps"] == pytest.approx(gpus.size * 400 / 2 / ratio, rel=0.05)
+
+
+def test_two_tier_64_port_tops_out_at_2048(make_design, catalog):
+    assert generate(make_design(cluster={"gpus": 2048}, fabric={"tiers": 2}), catalog).hierarchy["tiers"] == 2
+    with pytest.raises(InfeasibleDesign) as err:
+        generate(make_design(cluster={"gpus": 2056}, fabric={"tiers": 2}), catalog)
+    assert "tops out at 2,048" in err.value.reason
+
+
+def test_fewest_tiers_that_fit(make_design, catalog):
+    assert generate(make_design(cluster={"gpus": 64}), catalog).hierarchy["tiers"] == 1
+    assert generate(make_design(cluster={"gpus": 2048}), catalog).hierarchy["tiers"] == 2
+    assert generate(make_design(cluster={"gpus": 2056}), catalog).hierarchy["tiers"] == 3
+
+
+def test_breakout_doubles_the_radix(make_design, catalog):
+    """A 64x800G Tomahawk-5 box runs 128x400G ports for 400G NICs: two tiers reach 8,192 GPUs."""
+    design = make_design(cluster={"gpus": 8192}, fabric={"switch": "broadcom-th5-64x800g"})
+    topology = generate(design, catalog)
+    assert topology.hierarchy["tiers"] == 2
+    assert topology.hierarchy["plan"]["radix"][0] == 128
+
+
+def test_planes_build_independent_fabrics(make_design, catalog):
+    design = make_design(cluster={"server": "hgx-b300", "gpus": 2048}, fabric={"planes": 2})
+    topology = generate(design, catalog)
+    plan = topology.hierarchy["plan"]
+    assert plan["endpoints"] == 2048 and plan["tiers"] == 2
+    switches = topology.kind == KIND["switch"]
+    assert np.bincount(topology.plane[switches]).tolist() == [plan["leaves"] + plan["spines"]] * 2
+    # no link joins two planes
+    network = topology.link_tier != LINK_TIER["host"]
+    both = (topology.kind[topology.src] == KIND["switch"]) & (topology.kind[topology.dst] == KIND["switch"]) & network
+    assert (topology.plane[topology.src[both]] == topology.plane[topology.dst[both]]).all()
+    assert topology.hierarchy["injection_gbps_per_gpu"] == 800
+
+
+def test_to_networkx_matches_arrays(make_design, catalog):
+    topology = generate(make_design(cluster={"gpus": 256}), catalog)
+    graph = topology.to_networkx()
+    assert graph.number_of_nodes() == topology.num_nodes
+    assert graph.number_of_edges() == topology.num_arcs
+    assert sum(1 for _, d in graph.nodes(data=True) if d["kind"] == "gpu") == 256
+    assert nx.is_strongly_connected(graph)
+
+
+@settings(max_examples=25, deadline=None)
+@given(servers=st.integers(min_value=1, max_value=300), ratio=st.sampled_from([1, 2, 3]),
+       tiers=st.sampled_from([None, 3]))
+def test_partial_builds_are_well_formed(catalog, servers, ratio, tiers):
+    """Any server count builds a fabric whose arcs pair up and whose switches keep within their ports."""
+    from topoplan.spec import design_from_data
+    from conftest import spec_data
+
+    design = design_from_data(spec_data(cluster={"gpus": None, "servers": servers},
+                                        fabric={"oversubscription": ratio, "tiers": tiers}), catalog)
+    try:
+        topology = generate(design, catalog)
+    except InfeasibleDesign:
+        assert ratio != 1 or tiers is None  # only oversubscription rules can refuse small builds
+        return
+    assert topology.check() == []
+    degree = np.bincount(topology.src, minlength=topology.num_nodes)
+    assert degree[topology.kind == KIND["switch"]].max() <= 64
+    assert topology.links_by_tier()["leaf"] == servers * 8

@@ -1,0 +1,325 @@
+"""Hardware catalog: switches, NICs, transceivers, cables, optical circuit switches and servers.
+
+The shipped catalog is ``catalogs/*.yaml`` (inside the installed package as ``topoplan/catalogs``).
+``load_catalog(extra_files)`` reads it, then each ``--catalog FILE`` in order: an entry whose id already
+exists replaces it, a new id adds one. Units are in key names and every figure has a ``source``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import yamlio
+from .errors import Problem, SpecError, did_you_mean
+from .schema import Context, Enum, Int, Key, List, Num, Obj, Str, has_missing
+
+
+def builtin_catalog_dir() -> Path:
+    """The shipped catalogs: inside the installed package, or at the root of a source checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "catalogs", here.parent / "catalogs"):
+        if candidate.is_dir() and any(candidate.glob("*.yaml")):
+            return candidate
+    raise FileNotFoundError("topoplan's catalogs/ directory is missing from this installation")
+
+
+@dataclass(frozen=True)
+class PortMode:
+    ports: int
+    port_speed_gbps: float
+
+
+@dataclass(frozen=True)
+class Switch:
+    id: str
+    vendor: str
+    description: str
+    ports: int
+    port_speed_gbps: float
+    cages: int
+    form_factor: str
+    breakouts: tuple
+    latency_ns: float
+    power_w: float
+    price_usd: float
+    source: str
+
+    def modes(self) -> list[PortMode]:
+        """Native and breakout port modes, fastest first."""
+        modes = [PortMode(self.ports, self.port_speed_gbps)] + list(self.breakouts)
+        return sorted(modes, key=lambda m: -m.port_speed_gbps)
+
+    @property
+    def cage_gbps(self) -> float:
+        """Capacity of one optics cage (one transceiver module)."""
+        return self.ports * self.port_speed_gbps / self.cages
+
+    def radix_at(self, link_gbps: float) -> tuple[int, float]:
+        """Logical ports usable for links of ``link_gbps``, and the port speed they run at.
+
+        The mode whose speed equals the link speed is used; otherwise the slowest mode that is still at
+        least as fast (links then run below the port's speed); a link faster than every mode runs at the
+        fastest mode's speed, which the caller reports.
+        """
+        modes = self.modes()
+        exact = [m for m in modes if m.port_speed_gbps == link_gbps]
+        if exact:
+            return exact[0].ports, link_gbps
+        faster = [m for m in modes if m.port_speed_gbps > link_gbps]
+        if faster:
+            return faster[-1].ports, faster[-1].port_speed_gbps
+        return modes[0].ports, modes[0].port_speed_gbps
+
+
+@dataclass(frozen=True)
+class Nic:
+    id: str
+    vendor: str
+    description: str
+    ports: int
+    port_speed_gbps: float
+    cages: int
+    form_factor: str
+    pcie_gen: int
+    pcie_lanes: int
+    power_w: float
+    price_usd: float
+    source: str
+
+    @property
+    def cage_gbps(self) -> float:
+        return self.ports * self.port_speed_gbps / self.cages
+
+
+@dataclass(frozen=True)
+class Transceiver:
+    id: str
+    vendor: str
+    description: str
+    form_factor: str
+    speed_gbps: float
+    media: str
+    reach_m: float
+    power_w: float
+    price_usd: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Cable:
+    id: str
+    kind: str
+    media: str
+    description: str
+    speed_gbps: float
+    reach_m: float
+    power_w: float
+    price_usd: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Ocs:
+    id: str
+    vendor: str
+    description: str
+    ports: int
+    latency_ns: float
+    power_w: float
+    price_usd: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Server:
+    id: str
+    vendor: str
+    description: str
+    gpu: str
+    gpus: int
+    nvlink_gbps: float
+    nic: str
+    nics: int
+    gpu_nics: tuple
+    pcie_gen: int
+    pcie_lanes: int
+    power_w: float
+    price_usd: float
+    source: str
+
+
+def pcie_gbps(gen: int, lanes: int) -> float:
+    """Raw PCIe payload rate per direction in Gb/s (Gen3+ 128b/130b; Gen6 counted at its raw rate)."""
+    gt_per_lane = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}[gen]
+    encoding = 0.8 if gen <= 2 else 128 / 130
+    return gt_per_lane * lanes * encoding
+
+
+_ID = Str(kebab=True, doc="catalog id, kebab-case")
+_TEXT = Str()
+_SOURCE = Str(doc="where each figure comes from; estimates say so")
+_POS = Num(exclusive_minimum=0)
+_NONNEG = Num(minimum=0)
+_COUNT = Int(minimum=1)
+
+_SECTIONS = {
+    "switches": (Switch, Obj({
+        "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
+        "ports": Key(_COUNT, True), "port_speed_gbps": Key(_POS, True), "cages": Key(_COUNT, True),
+        "form_factor": Key(_TEXT, True),
+        "breakouts": Key(List(Obj({"ports": Key(_COUNT, True), "port_speed_gbps": Key(_POS, True)})), True),
+        "latency_ns": Key(_NONNEG, True), "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True),
+        "source": Key(_SOURCE, True)})),
+    "nics": (Nic, Obj({
+        "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
+        "ports": Key(_COUNT, True), "port_speed_gbps": Key(_POS, True), "cages": Key(_COUNT, True),
+        "form_factor": Key(_TEXT, True), "pcie_gen": Key(Int(minimum=1, maximum=7), True),
+        "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True),
+        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
+    "transceivers": (Transceiver, Obj({
+        "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
+        "form_factor": Key(_TEXT, True), "speed_gbps": Key(_POS, True),
+        "media": Key(Enum(("multimode", "singlemode")), True), "reach_m": Key(_POS, True),
+        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
+    "cables": (Cable, Obj({
+        "id": Key(_ID, True), "kind": Key(Enum(("dac", "acc", "aec", "aoc", "fiber")), True),
+        "media": Key(Enum(("copper", "multimode", "singlemode")), True),
+        "description": Key(_TEXT, True), "speed_gbps": Key(_NONNEG, True), "reach_m": Key(_POS, True),
+        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
+    "ocs": (Ocs, Obj({
+        "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
+        "ports": Key(_COUNT, True), "latency_ns": Key(_NONNEG, True), "power_w": Key(_NONNEG, True),
+        "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
+    "servers": (Server, Obj({
+        "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
+        "gpu": Key(_TEXT, True), "gpus": Key(_COUNT, True), "nvlink_gbps": Key(_NONNEG, True),
+        "nic": Key(_ID, True), "nics": Key(_COUNT, True), "gpu_nics": Key(List(Int(minimum=0)), True),
+        "pcie_gen": Key(Int(minimum=1, maximum=7), True), "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True),
+        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
+}
+SECTIONS = tuple(_SECTIONS)
+
+
+@dataclass
+class Catalog:
+    """All entries by section and id, plus where each entry was defined (for error messages)."""
+
+    switches: dict
+    nics: dict
+    transceivers: dict
+    cables: dict
+    ocs: dict
+    servers: dict
+    origin: dict  # (section, id) -> "file:line"
+    files: tuple = ()
+
+    def section(self, name: str) -> dict:
+        return getattr(self, name)
+
+    def find(self, entry_id: str):
+        """(section, entry) for an id in any section, or (None, None)."""
+        for name in SECTIONS:
+            if entry_id in self.section(name):
+                return name, self.section(name)[entry_id]
+        return None, None
+
+    def ids(self) -> list[tuple[str, str]]:
+        return [(name, entry_id) for name in SECTIONS for entry_id in sorted(self.section(name))]
+
+
+def _entry(cls, data: dict):
+    values = dict(data)
+    if cls is Switch:
+        values["breakouts"] = tuple(PortMode(b["ports"], float(b["port_speed_gbps"])) for b in data["breakouts"])
+    if cls is Server:
+        values["gpu_nics"] = tuple(data["gpu_nics"])
+    for f in dataclasses.fields(cls):
+        if f.type == "float":
+            values[f.name] = float(values[f.name])
+    return cls(**values)
+
+
+def _read_file(file: str, catalog: Catalog, problems: list, seen_in_file: dict) -> None:
+    try:
+        data, lines = yamlio.read(file)
+    except SpecError as err:
+        problems.extend(err.problems)
+        return
+    ctx = Context(str(file), lines)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        ctx.error((), "a catalog file is a mapping of sections (switches:, nics:, ...)",
+                  "start the file with one of: " + ", ".join(SECTIONS))
+        problems.extend(ctx.problems)
+        return
+    for name, items in data.items():
+        if name not in _SECTIONS:
+            ctx.error((name,), f"unknown catalog section '{name}'", did_you_mean(name, SECTIONS))
+            continue
+        cls, schema = _SECTIONS[name]
+        if not isinstance(items, list):
+            ctx.error((name,), f"expected a list of {name} entries (lines starting with '- ')")
+            continue
+        for index, item in enumerate(items):
+            path = (name, index)
+            before = len(ctx.problems)
+            values = schema.check(item, path, ctx)
+            if len(ctx.problems) > before or has_missing(values):
+                continue
+            entry_id = values["id"]
+            if (name, entry_id) in seen_in_file:
+                ctx.error(path + ("id",), f"id '{entry_id}' appears twice in this file "
+                          f"(first at line {seen_in_file[(name, entry_id)]})", "ids must be unique")
+                continue
+            seen_in_file[(name, entry_id)] = lines.line_of(path)
+            catalog.section(name)[entry_id] = _entry(cls, values)
+            catalog.origin[(name, entry_id)] = f"{file}:{lines.line_of(path)}"
+    problems.extend(ctx.problems)
+
+
+def _cross_check(catalog: Catalog, problems: list) -> None:
+    for sid, server in catalog.servers.items():
+        where = catalog.origin[("servers", sid)]
+        file, _, line = where.rpartition(":")
+        if server.nic not in catalog.nics:
+            problems.append(Problem(file, int(line), f"servers[{sid}].nic", f"unknown NIC '{server.nic}'",
+                                    did_you_mean(server.nic, catalog.nics)))
+        if len(server.gpu_nics) != server.gpus:
+            problems.append(Problem(file, int(line), f"servers[{sid}].gpu_nics",
+                                    f"lists {len(server.gpu_nics)} NICs for {server.gpus} GPUs",
+                                    "give one NIC index per GPU"))
+        elif any(n >= server.nics for n in server.gpu_nics):
+            problems.append(Problem(file, int(line), f"servers[{sid}].gpu_nics",
+                                    f"NIC index out of range (the server has {server.nics} NICs)",
+                                    f"use indices 0..{server.nics - 1}"))
+        elif len(set(server.gpu_nics)) != server.nics:
+            problems.append(Problem(file, int(line), f"servers[{sid}].gpu_nics",
+                                    f"only {len(set(server.gpu_nics))} of the {server.nics} NICs serve a GPU",
+                                    "every compute NIC must serve at least one GPU"))
+    for sid, switch in catalog.switches.items():
+        if (switch.ports % switch.cages) != 0:
+            file, _, line = catalog.origin[("switches", sid)].rpartition(":")
+            problems.append(Problem(file, int(line), f"switches[{sid}].cages",
+                                    f"{switch.ports} ports do not split evenly over {switch.cages} cages",
+                                    "cages is the number of optics cages; ports must be a multiple of it"))
+
+
+def load_catalog(extra_files=()) -> Catalog:
+    """The shipped catalog plus ``extra_files`` in order; raises ``SpecError`` listing every problem."""
+    catalog = Catalog(**{name: {} for name in SECTIONS}, origin={})
+    problems: list[Problem] = []
+    builtin = sorted(builtin_catalog_dir().glob("*.yaml"))
+    files = [str(f) for f in builtin] + [str(f) for f in extra_files]
+    for file in builtin:
+        _read_file(str(file), catalog, problems, {})
+    for file in extra_files:
+        _read_file(str(file), catalog, problems, {})
+    if not problems:
+        _cross_check(catalog, problems)
+    if problems:
+        raise SpecError(problems)
+    catalog.files = tuple(files)
+    return catalog

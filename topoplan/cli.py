@@ -1,0 +1,314 @@
+"""The ``topoplan`` command line: one thin command per verb, wiring pipeline stages to writers.
+
+Exit codes (contract): 0 success; 1 a spec target missed (``check``); 2 bad input or an infeasible
+design, one ``FILE:LINE: key.path: message (hint: ...)`` line per problem; 70 internal error.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import tempfile
+import traceback
+
+import click
+
+from . import __version__
+from .catalog import SECTIONS, load_catalog
+from .errors import TopoplanError, did_you_mean
+from .report import build_report
+from .report.writers import FORMATS, render
+
+EXIT_TARGET_MISSED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 70
+
+
+def catalog_option(func):
+    return click.option("--catalog", "catalog_files", multiple=True, type=click.Path(dir_okay=False),
+                        metavar="FILE", help="Extra catalog YAML adding or overriding entries (repeatable).")(func)
+
+
+def format_option(func):
+    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                        help="Output format: table for terminals, markdown for pull requests, json for tools.")(func)
+
+
+def output_option(func):
+    return click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                        help="Write to FILE instead of standard output (written whole or not at all).")(func)
+
+
+def handle_errors(func):
+    """Turn user-fixable errors into exit 2 with one line per problem; anything else is a bug (exit 70)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except TopoplanError as err:
+            for problem in err.problems:
+                click.echo(str(problem), err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception:  # noqa: BLE001 - last-resort reporting of bugs
+            click.echo("topoplan: internal error (a bug; please report it with the input that caused it)", err=True)
+            click.echo(traceback.format_exc(), err=True)
+            sys.exit(EXIT_INTERNAL)
+
+    return wrapper
+
+
+def write_output(text: str, output: str | None) -> None:
+    """Print, or write a file atomically (temporary file in the same directory, then rename)."""
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    write_file_atomic(output, text.encode("utf-8"))
+
+
+def write_file_atomic(path: str, data: bytes) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        from .errors import Problem, SpecError
+
+        raise SpecError([Problem(path, 0, "", f"output directory {directory} does not exist",
+                                 "create it first or write elsewhere")])
+    fd, tmp = tempfile.mkstemp(prefix=".topoplan-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _evaluate(spec: str, catalog):
+    from .pipeline import evaluate
+    from .spec import load_design
+
+    return evaluate(load_design(spec, catalog), catalog)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="topoplan")
+def main():
+    """topoplan: plan the network of an LLM training cluster before you buy and wire it.
+
+    \b
+    Write a design as YAML (see designs/), then:
+      topoplan validate designs/fat-tree-1k.yaml       check it, every problem at once
+      topoplan report designs/fat-tree-1k.yaml         switches, links, cost, power, bisection
+      topoplan report designs/fat-tree-1k.yaml --format markdown -o report.md
+      topoplan check designs/*.yaml                    exit 1 when a spec target is missed
+      topoplan build designs/fat-tree-1k.yaml -o fabric.graphml
+      topoplan catalog list                            hardware topoplan knows about
+    """
+
+
+@main.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path())
+@catalog_option
+@handle_errors
+def validate(specs, catalog_files):
+    """Check design specs: schema, catalog ids, and that the fabric can be built.
+
+    \b
+    Every problem in every file is listed, one per line, as FILE:LINE: key.path: message.
+    Example:
+      topoplan validate designs/*.yaml
+    """
+    from .errors import SpecError
+
+    catalog = load_catalog(catalog_files)
+    problems = []
+    for spec in specs:
+        try:
+            evaluation = _evaluate(spec, catalog)
+        except TopoplanError as err:
+            problems.extend(err.problems)
+            continue
+        d = evaluation.design
+        click.echo(f"ok: {spec}: {d.name}, {d.fabric.topology}, {d.gpus:,} GPUs, "
+                   f"{evaluation.topology.hierarchy.get('tiers', '?')} tier(s)")
+    if problems:
+        raise SpecError(problems)
+
+
+@main.command()
+@click.argument("spec", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Output file: .graphml, .gexf or .json (columnar topoplan format).")
+@catalog_option
+@handle_errors
+def build(spec, output, catalog_files):
+    """Generate the topology of SPEC and write it as GraphML, GEXF or JSON.
+
+    \b
+    GraphML and GEXF go through networkx and suit small and medium fabrics (Gephi, yEd);
+    JSON is columnar (one list per node and link attribute) and suits any size.
+    Example:
+      topoplan build designs/fat-tree-1k.yaml -o fabric.graphml
+    """
+    from .errors import Problem, SpecError
+
+    extension = os.path.splitext(output)[1].lower()
+    if extension not in (".graphml", ".gexf", ".json"):
+        raise SpecError([Problem(output, 0, "", f"unknown output format '{extension or output}'",
+                                 "use a file name ending in .graphml, .gexf or .json")])
+    catalog = load_catalog(catalog_files)
+    topology = _evaluate(spec, catalog).topology
+    if extension == ".json":
+        data = json.dumps(topology.to_json_dict(), separators=(",", ":")).encode()
+    else:
+        import io
+
+        import networkx as nx
+
+        graph = topology.to_networkx()
+        graph.graph = {"name": topology.name}
+        buffer = io.BytesIO()
+        (nx.write_graphml if extension == ".graphml" else nx.write_gexf)(graph, buffer)
+        data = buffer.getvalue()
+    write_file_atomic(output, data)
+    click.echo(f"wrote {output}: {topology.num_nodes:,} nodes, {topology.num_links:,} links", err=True)
+
+
+@main.command()
+@click.argument("spec", type=click.Path())
+@format_option
+@output_option
+@catalog_option
+@handle_errors
+def report(spec, fmt, output, catalog_files):
+    """Report what SPEC takes to build and how its network performs.
+
+    \b
+    Switches and links per tier, bill of materials, cost (total, per GPU, by category), power,
+    bisection bandwidth and diameter. The markdown form is meant for a pull request comment.
+    Examples:
+      topoplan report designs/fat-tree-16k.yaml
+      topoplan report designs/fat-tree-16k.yaml --format markdown -o design-report.md
+      topoplan report designs/fat-tree-16k.yaml --format json | jq .cost
+    """
+    catalog = load_catalog(catalog_files)
+    write_output(render(build_report(_evaluate(spec, catalog)), fmt), output)
+
+
+@main.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path())
+@catalog_option
+@handle_errors
+def check(specs, catalog_files):
+    """Hold each spec's targets against its report; exit 1 when any is missed.
+
+    \b
+    One line per target: 'ok' or 'MISS', the design, the target, the value and the limit.
+    Example:
+      topoplan check designs/*.yaml
+    """
+    from .targets import check_targets
+
+    catalog = load_catalog(catalog_files)
+    evaluations = [(spec, _evaluate(spec, catalog)) for spec in specs]
+    missed = 0
+    for spec, evaluation in evaluations:
+        results = check_targets(build_report(evaluation), evaluation.design.targets)
+        if not results:
+            click.echo(f"ok   {evaluation.design.name}: no targets in {spec}")
+        for result in results:
+            click.echo(result.line(evaluation.design.name))
+            missed += not result.ok
+    if missed:
+        click.echo(f"{missed} target(s) missed", err=True)
+        sys.exit(EXIT_TARGET_MISSED)
+
+
+@main.group()
+def catalog():
+    """List and inspect the hardware catalog (shipped entries plus --catalog files)."""
+
+
+@catalog.command("list")
+@click.option("--section", type=click.Choice(SECTIONS), default=None, help="Only this section.")
+@catalog_option
+@handle_errors
+def catalog_list(section, catalog_files):
+    """List catalog entries by section.
+
+    \b
+    Examples:
+      topoplan catalog list
+      topoplan catalog list --section switches
+      topoplan catalog list --catalog my-prices.yaml
+    """
+    from .report.writers import table
+
+    cat = load_catalog(catalog_files)
+    lines = []
+    for name in SECTIONS if section is None else (section,):
+        entries = cat.section(name)
+        if not entries:
+            continue
+        rows = []
+        for entry_id in sorted(entries):
+            e = entries[entry_id]
+            rows.append((entry_id, getattr(e, "vendor", getattr(e, "kind", "")), _describe(name, e),
+                         f"${e.price_usd:,.0f}", f"{e.power_w:,.0f} W"))
+        lines += [f"{name} ({len(rows)})"] + table(["id", "vendor", "summary", "price", "power"], rows, False,
+                                                   right=(3, 4)) + [""]
+    lines.append("Prices are estimates (see each entry's source); override them with --catalog FILE.")
+    click.echo("\n".join(lines))
+
+
+def _describe(section: str, e) -> str:
+    if section == "switches":
+        return f"{e.ports}x{e.port_speed_gbps:g}G" + "".join(f", {b.ports}x{b.port_speed_gbps:g}G" for b in e.breakouts)
+    if section == "nics":
+        return f"{e.ports}x{e.port_speed_gbps:g}G, PCIe Gen{e.pcie_gen} x{e.pcie_lanes}"
+    if section == "transceivers":
+        return f"{e.speed_gbps:g}G {e.form_factor} {e.media}, {e.reach_m:g} m"
+    if section == "cables":
+        return f"{e.kind} {e.speed_gbps:g}G, {e.reach_m:g} m" if e.speed_gbps else f"{e.kind}, {e.reach_m:g} m"
+    if section == "ocs":
+        return f"{e.ports} ports"
+    return f"{e.gpus}x {e.gpu}, {e.nics}x {e.nic}"
+
+
+@catalog.command("show")
+@click.argument("entry_id")
+@catalog_option
+@handle_errors
+def catalog_show(entry_id, catalog_files):
+    """Show one catalog entry with every field and its source.
+
+    \b
+    Example:
+      topoplan catalog show nvidia-qm9700
+    """
+    import dataclasses
+
+    from . import yamlio
+    from .errors import Problem, SpecError
+
+    cat = load_catalog(catalog_files)
+    section, entry = cat.find(entry_id)
+    if entry is None:
+        every = [i for _, i in cat.ids()]
+        raise SpecError([Problem("catalog", 0, "", f"no entry with id '{entry_id}'", did_you_mean(entry_id, every))])
+    data = dataclasses.asdict(entry)
+    if "breakouts" in data:
+        data["breakouts"] = [dict(b) for b in data["breakouts"]]
+    if "gpu_nics" in data:
+        data["gpu_nics"] = list(data["gpu_nics"])
+    click.echo(f"# {section}, defined at {cat.origin[(section, entry_id)]}")
+    click.echo(yamlio.dump(data), nl=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""Folded Clos / fat-tree generator (``fabric.topology: fat-tree``).
+
+Contract
+--------
+Each plane is a folded Clos of 1 to 3 switch tiers built from logical ports of ``R`` (the switch's port
+count at the link speed, after breakout). A non-top switch with oversubscription ``o`` has
+``d = floor(R*o/(1+o))`` ports down and ``u = R - d`` up; the top tier points all ``R`` ports down.
+Endpoints (NIC ports of the plane, ordered server, NIC, port) fill leaves in order: endpoint ``e`` is on
+leaf ``e // d1``.
+
+* 1 tier: one switch per plane, ``E <= R``.
+* 2 tiers: ``L = ceil(E/d1)`` leaves and ``S`` spines, where ``S`` is the smallest divisor of ``u1`` with
+  ``S*R >= L*u1`` (vendor practice: every leaf has the same whole number ``u1/S`` of parallel links to
+  every spine; this reproduces NVIDIA's SuperPOD spine counts). At most ``R*d1`` endpoints.
+* 3 tiers: pods of up to ``d2`` leaves; every pod has ``u1`` spines, each leaf one link to each spine of
+  its pod. Spine ``j`` of every pod connects to core group ``j`` of ``C`` cores, ``C`` the smallest
+  divisor of ``u2`` with ``C*R >= pods*u2``, ``u2/C`` links to each. At most ``R*d2*d1`` endpoints.
+
+Closed forms at full non-blocking build with one switch model of radix ``R`` (``o = 1``):
+hosts ``2*(R/2)**t``; switches ``(2t-1)*(R/2)**(t-1)`` (k-ary fat-tree, t = 3: ``k**3/4`` hosts and
+``5*k**2/4`` switches). A partial build of ``N`` endpoints has ``N/(R/2)`` leaves, ``N/(R/2)`` spines
+(3 tiers) and ``N/R`` top switches when the divisor rule is exact, and ``t*N`` network links.
+
+Node naming: ``gpu{i}``, ``nic{i}``, ``nvlink{s}`` (per server), ``p{plane}.leaf{i}``, ``p{plane}.spine{i}``,
+``p{plane}.core{i}``. Groups: ``server`` and ``rail`` on hosts, ``plane`` and ``pod`` on switches.
+``hierarchy`` records the per-plane sizes, the analytic bisection and the diameter in network hops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..catalog import Catalog
+from ..spec import Design
+from ..topology import TopologyBuilder, Topology
+from .hosts import MAX_ARCS, add_hosts, cable_latency_ns, check_nic_planes, medium_for, resolve_link_speed
+
+TIER_NAMES = ("leaf", "spine", "core")
+
+
+def split_ports(radix: int, ratio: float) -> tuple[int, int]:
+    """(down, up) ports of a non-top switch with oversubscription ``ratio`` = down:up."""
+    down = int(math.floor(radix * ratio / (1.0 + ratio) + 1e-9))
+    return down, radix - down
+
+
+def smallest_divisor_at_least(n: int, low: float) -> int:
+    """Smallest divisor of ``n`` that is >= ``low`` (``n`` itself at worst)."""
+    for d in range(max(1, math.ceil(low - 1e-9)), n + 1):
+        if n % d == 0:
+            return d
+    return n
+
+
+@dataclass(frozen=True)
+class ClosPlan:
+    """Sizes of one plane. Counts are per plane; ``max_endpoints`` is the plane's limit at these tiers."""
+
+    tiers: int
+    endpoints: int
+    radix: tuple          # logical ports per tier (leaf, spine, core) at the link speed
+    down: tuple           # ports down per tier
+    up: tuple             # ports up per tier (0 at the top)
+    leaves: int
+    leaves_per_pod: int
+    pods: int
+    spines: int
+    spines_per_pod: int   # 3 tiers; for 2 tiers all spines are shared
+    leaf_spine_links: int  # parallel links between a leaf and each spine it reaches
+    cores: int
+    cores_per_group: int
+    spine_core_links: int
+    max_endpoints: int
+
+    @property
+    def switches(self) -> int:
+        return self.leaves + self.spines + self.cores
+
+
+def max_endpoints(tiers: int, radix: tuple, down: tuple) -> int:
+    if tiers == 1:
+        return radix[0]
+    if tiers == 2:
+        return radix[1] * down[0]
+    return radix[2] * down[1] * down[0]
+
+
+def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None) -> ClosPlan:
+    """Size one plane; ``tiers=None`` picks the fewest that fit. Raises ``ValueError`` with the reason."""
+    d1, u1 = split_ports(radix[0], ratios[0])
+    d2, u2 = split_ports(radix[1], ratios[1])
+    if d1 < 1 or u1 < 1:
+        raise ValueError(f"a {radix[0]}-port leaf cannot be split {ratios[0]:g}:1")
+    candidates = [tiers] if tiers else [1, 2, 3]
+    for t in candidates:
+        down = (radix[0],) if t == 1 else (d1, radix[1]) if t == 2 else (d1, d2, radix[2])
+        limit = max_endpoints(t, radix, (d1, d2))
+        if endpoints <= limit:
+            break
+    else:
+        t = candidates[-1]
+        raise _TooSmall(t, limit)
+    if t == 1:
+        return ClosPlan(1, endpoints, radix, (radix[0],), (0,), 1, 1, 1, 0, 0, 0, 0, 0, 0, limit)
+    leaves = math.ceil(endpoints / d1)
+    if t == 2:
+        spines = smallest_divisor_at_least(u1, leaves * u1 / radix[1])
+        return ClosPlan(2, endpoints, radix, (d1, radix[1]), (u1, 0), leaves, leaves, 1, spines, spines,
+                        u1 // spines, 0, 0, 0, limit)
+    if d2 < 1 or u2 < 1:
+        raise ValueError(f"a {radix[1]}-port spine cannot be split {ratios[1]:g}:1")
+    leaves_per_pod = min(leaves, d2)
+    pods = math.ceil(leaves / leaves_per_pod)
+    cores_per_group = smallest_divisor_at_least(u2, pods * u2 / radix[2])
+    return ClosPlan(3, endpoints, radix, (d1, d2, radix[2]), (u1, u2, 0), leaves, leaves_per_pod, pods,
+                    pods * u1, u1, 1, u1 * cores_per_group, cores_per_group, u2 // cores_per_group, limit)
+
+
+class _TooSmall(ValueError):
+    def __init__(self, tiers: int, limit: int):
+        self.tiers, self.limit = tiers, limit
+        super().__init__(f"{tiers} tier(s) hold at most {limit:,} endpoints per plane")
+
+
+def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int) -> ClosPlan:
+    fabric = design.fabric
+    models = [catalog.switches[fabric.switch[t]] for t in TIER_NAMES]
+    radix = tuple(m.radix_at(link_gbps)[0] for m in models)
+    ratios = (fabric.oversubscription["leaf"], fabric.oversubscription["spine"])
+    try:
+        plan = plan_clos(endpoints, radix, ratios, fabric.tiers)
+    except _TooSmall as err:
+        words = {1: "a single-switch", 2: "a two-tier", 3: "a three-tier"}[err.tiers]
+        per_plane = f" per plane ({fabric.planes} planes)" if fabric.planes > 1 else ""
+        leaf = models[0]
+        hint = ("set tiers: 3, add planes, raise oversubscription, or use a switch with more ports"
+                if err.tiers < 3 else "add planes, raise oversubscription, or use a switch with more ports")
+        raise design.infeasible("fabric.tiers" if fabric.tiers else "cluster",
+                                f"{words} fabric of {leaf.id} ({radix[0]} ports at {link_gbps:g} Gb/s) tops out "
+                                f"at {err.limit:,} NIC ports{per_plane}; this design needs {endpoints:,}",
+                                hint) from None
+    except ValueError as err:
+        raise design.infeasible("fabric.oversubscription", str(err), "use a ratio the port count allows") from None
+    if plan.tiers < 3 and fabric.oversubscription["spine"] != 1:
+        raise design.infeasible("fabric.oversubscription.spine",
+                                f"the spine is the top tier of this {plan.tiers}-tier fabric and has no uplinks",
+                                "remove the spine ratio or set tiers: 3")
+    if plan.tiers == 1 and fabric.oversubscription["leaf"] != 1:
+        raise design.infeasible("fabric.oversubscription.leaf",
+                                "a single-switch fabric has no uplinks to oversubscribe",
+                                "remove the ratio or set tiers: 2")
+    return plan
+
+
+def generate(design: Design, catalog: Catalog) -> Topology:
+    """Build the fat-tree of ``design``; raises ``InfeasibleDesign`` when it cannot be built."""
+    warnings: list[str] = []
+    check_nic_planes(design, catalog)
+    link_gbps = resolve_link_speed(design, catalog, warnings)
+    server = catalog.servers[design.cluster.server]
+    nic = catalog.nics[server.nic]
+    planes = design.fabric.planes
+    endpoints = design.cluster.servers * server.nics * nic.ports // planes
+    plan = _plan_for(design, catalog, link_gbps, endpoints)
+    _check_size(design, plan, server, planes)
+
+    builder = TopologyBuilder(design.name)
+    hosts = add_hosts(builder, design, catalog, link_gbps)
+    cabling = design.fabric.cabling
+    models = {t: design.fabric.switch[t] for t in TIER_NAMES}
+    for plane in range(planes):
+        _add_plane(builder, plan, plane, planes, hosts, models, link_gbps, cabling)
+
+    bisection = planes * clos_bisection_gbps(plan, link_gbps)
+    hierarchy = {
+        "family": "clos",
+        "planes": planes,
+        "link_gbps": link_gbps,
+        "tiers": plan.tiers,
+        "plan": asdict(plan),
+        "switch_models": [models[t] for t in TIER_NAMES[:plan.tiers]],
+        "injection_gbps_per_gpu": hosts.injection_gbps_per_gpu,
+        "bisection_gbps": bisection,
+        "bisection_method": "analytic: folded Clos, least of the host, leaf-uplink and spine-uplink halves",
+        "diameter_hops": clos_diameter_hops(plan, design.cluster.servers),
+        "warnings": warnings,
+    }
+    return builder.build(hierarchy)
+
+
+def _check_size(design: Design, plan: ClosPlan, server, planes: int) -> None:
+    host_links = design.gpus * (2 if server.nvlink_gbps > 0 else 1)
+    arcs = 2 * (host_links + planes * plan.endpoints * plan.tiers)
+    if arcs > MAX_ARCS:
+        raise design.infeasible("cluster", f"this fabric has {arcs // 2:,} links, more than topoplan holds in "
+                                f"memory ({MAX_ARCS // 2:,})", "model one pod or plane of it")
+
+
+def _add_plane(builder: TopologyBuilder, plan: ClosPlan, plane: int, planes: int, hosts, models: dict,
+               link_gbps: float, cabling: dict) -> None:
+    prefix = f"p{plane}."
+    leaf_pod = np.arange(plan.leaves, dtype=np.int32) // plan.leaves_per_pod
+    leaves = builder.add_nodes("switch", plan.leaves, prefix + "leaf", tier=0, model=models["leaf"],
+                               plane=plane, pod=leaf_pod)
+    endpoint_leaf = np.arange(plan.endpoints, dtype=np.int64) // plan.down[0]
+    tier = "leaf"
+    builder.add_links(hosts.endpoints[plane], leaves[endpoint_leaf], link_gbps, cable_latency_ns(cabling[tier]),
+                      medium_for(cabling[tier]), tier)
+    if plan.tiers == 1:
+        return
+    if plan.tiers == 2:
+        spines = builder.add_nodes("switch", plan.spines, prefix + "spine", tier=1, model=models["spine"],
+                                   plane=plane, pod=0)
+        per_leaf = plan.spines * plan.leaf_spine_links
+        a = np.repeat(leaves, per_leaf)
+        b = np.tile(np.repeat(spines, plan.leaf_spine_links), plan.leaves)
+        builder.add_links(a, b, link_gbps, cable_latency_ns(cabling["spine"]), medium_for(cabling["spine"]), "spine")
+        return
+    spine_pod = np.arange(plan.spines, dtype=np.int32) // plan.spines_per_pod
+    spines = builder.add_nodes("switch", plan.spines, prefix + "spine", tier=1, model=models["spine"],
+                               plane=plane, pod=spine_pod)
+    a = np.repeat(leaves, plan.spines_per_pod)
+    b = spines[np.repeat(leaf_pod.astype(np.int64), plan.spines_per_pod) * plan.spines_per_pod
+               + np.tile(np.arange(plan.spines_per_pod), plan.leaves)]
+    builder.add_links(a, b, link_gbps, cable_latency_ns(cabling["spine"]), medium_for(cabling["spine"]), "spine")
+    cores = builder.add_nodes("switch", plan.cores, prefix + "core", tier=2, model=models["core"], plane=plane)
+    group = np.arange(plan.spines, dtype=np.int64) % plan.spines_per_pod
+    per_spine = plan.cores_per_group * plan.spine_core_links
+    a = np.repeat(spines, per_spine)
+    b = cores[np.repeat(group, per_spine) * plan.cores_per_group
+              + np.tile(np.repeat(np.arange(plan.cores_per_group), plan.spine_core_links), plan.spines)]
+    builder.add_links(a, b, link_gbps, cable_latency_ns(cabling["core"]), medium_for(cabling["core"]), "core")
+
+
+def clos_bisection_gbps(plan: ClosPlan, link_gbps: float) -> float:
+    """Bisection bandwidth of one plane, one direction: the least of half the endpoints' links, half the
+    leaf uplinks (when there are several leaves) and half the spine uplinks (when there are several pods).
+    Halves aligned with whole leaves and pods; exact for the balanced builds this generator makes."""
+    cut = plan.endpoints * link_gbps / 2
+    if plan.tiers >= 2 and plan.leaves > 1:
+        cut = min(cut, plan.leaves * plan.up[0] * link_gbps / 2)
+    if plan.tiers == 3 and plan.pods > 1:
+        cut = min(cut, plan.spines * plan.up[1] * link_gbps / 2)
+    return cut
+
+
+def clos_diameter_hops(plan: ClosPlan, servers: int) -> int:
+    """Network links on the longest shortest GPU-to-GPU path (NIC-switch and switch-switch links)."""
+    if servers <= 1:
+        return 0
+    if plan.leaves <= 1:
+        return 2
+    if plan.tiers == 2 or plan.pods <= 1:
+        return 4
+    return 6

@@ -1,0 +1,111 @@
+"""The server side every fabric generator shares: GPUs, the NVLink domain, NICs and their ports.
+
+Per server (``g`` GPUs, ``n`` NICs of ``p`` ports each):
+
+* ``g`` GPU nodes (group ``rail`` = the GPU's index in its server), one ``nvswitch`` node standing for
+  the server's NVLink domain when the server has NVLink (one GPU-NVSwitch link per GPU at the GPU's
+  one-direction NVLink rate; the switch itself is non-blocking), and ``n`` NIC nodes (``rail`` = NIC index);
+* one PCIe link from each GPU to the NIC that serves it (``gpu_nics`` in the catalog), at the raw
+  payload rate of the server's GPU-NIC PCIe path;
+* NIC port ``j`` belongs to plane ``j mod planes``: the fabric sees ``S * n * p / planes`` endpoints per
+  plane, ordered by server, then NIC, then port.
+
+Totals: ``S*g`` GPUs, ``S*n`` NICs, ``S`` NVLink domains (if any), ``S*g`` PCIe links, ``S*g`` NVLink links.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..catalog import Catalog, Nic, Server, pcie_gbps
+from ..spec import Design
+from ..topology import TopologyBuilder
+
+# Typical cable runs by reach class, for propagation delay (about 5 ns per metre in fibre and copper).
+REACH_M = {"in-rack": 2.0, "in-row": 30.0, "cross-row": 150.0}
+NS_PER_M = 5.0
+# Arrays beyond this many arcs would not fit in memory next to the flow solver's working set.
+MAX_ARCS = 120_000_000
+
+
+def medium_for(reach_class: str) -> str:
+    return "copper" if reach_class == "in-rack" else "optical"
+
+
+def cable_latency_ns(reach_class: str) -> float:
+    return REACH_M[reach_class] * NS_PER_M
+
+
+@dataclass
+class Hosts:
+    server: Server
+    nic: Nic
+    servers: int
+    gpu_ids: np.ndarray          # (S*g,)
+    nic_ids: np.ndarray          # (S*n,)
+    endpoints: list              # per plane: NIC node id of each fabric-facing port, in order
+    endpoint_server: list        # per plane: server of each endpoint
+    endpoint_rail: list          # per plane: NIC index (rail) of each endpoint
+    link_gbps: float             # rate of every NIC-switch link
+
+    @property
+    def injection_gbps_per_gpu(self) -> float:
+        return self.nic.ports * self.server.nics * self.link_gbps / self.server.gpus
+
+
+def check_nic_planes(design: Design, catalog: Catalog) -> None:
+    server = catalog.servers[design.cluster.server]
+    nic = catalog.nics[server.nic]
+    planes = design.fabric.planes
+    if nic.ports % planes:
+        raise design.infeasible("fabric.planes", f"{planes} planes need the NIC's ports to split evenly over "
+                                f"them, but {nic.id} has {nic.ports} port(s)",
+                                "use a NIC with a port per plane (e.g. nvidia-connectx-8-2x400g for 2 planes)")
+
+
+def add_hosts(builder: TopologyBuilder, design: Design, catalog: Catalog, link_gbps: float) -> Hosts:
+    """Add every server's GPUs, NVLink domain and NICs; return the fabric-facing endpoints per plane."""
+    check_nic_planes(design, catalog)
+    server = catalog.servers[design.cluster.server]
+    nic = catalog.nics[server.nic]
+    S, g, n, p, planes = design.cluster.servers, server.gpus, server.nics, nic.ports, design.fabric.planes
+    gpu_server = np.repeat(np.arange(S, dtype=np.int32), g)
+    gpus = builder.add_nodes("gpu", S * g, "gpu", model=None, server=gpu_server,
+                             rail=np.tile(np.arange(g, dtype=np.int32), S))
+    if server.nvlink_gbps > 0:
+        domains = builder.add_nodes("nvswitch", S, "nvlink", server=np.arange(S, dtype=np.int32))
+        builder.add_links(gpus, domains[gpu_server], server.nvlink_gbps, 0.0, "nvlink", "host")
+    nic_server = np.repeat(np.arange(S, dtype=np.int32), n)
+    nics = builder.add_nodes("nic", S * n, "nic", model=nic.id, server=nic_server,
+                             rail=np.tile(np.arange(n, dtype=np.int32), S))
+    nic_of_gpu = nics[gpu_server * n + np.tile(np.asarray(server.gpu_nics, dtype=np.int64), S)]
+    builder.add_links(gpus, nic_of_gpu, pcie_gbps(server.pcie_gen, server.pcie_lanes), 0.0, "pcie", "host")
+
+    ports_per_plane = p // planes
+    endpoints, endpoint_server, endpoint_rail = [], [], []
+    for plane in range(planes):
+        # ports plane, plane + planes, ... of every NIC, ordered server-major, then NIC, then port
+        ep = np.repeat(nics, ports_per_plane)
+        endpoints.append(ep)
+        endpoint_server.append(np.repeat(nic_server, ports_per_plane))
+        endpoint_rail.append(np.repeat(np.tile(np.arange(n, dtype=np.int32), S), ports_per_plane))
+    return Hosts(server=server, nic=nic, servers=S, gpu_ids=gpus, nic_ids=nics, endpoints=endpoints,
+                 endpoint_server=endpoint_server, endpoint_rail=endpoint_rail, link_gbps=link_gbps)
+
+
+def resolve_link_speed(design: Design, catalog: Catalog, warnings: list) -> float:
+    """Rate of the NIC-switch links: the NIC port speed, unless the leaf switch's ports are slower."""
+    server = catalog.servers[design.cluster.server]
+    nic = catalog.nics[server.nic]
+    leaf = catalog.switches[design.fabric.switch["leaf"]]
+    _ports, port_speed = leaf.radix_at(nic.port_speed_gbps)
+    link = min(nic.port_speed_gbps, port_speed)
+    if link < nic.port_speed_gbps:
+        warnings.append(f"{nic.id} ports ({nic.port_speed_gbps:g} Gb/s) run at {link:g} Gb/s, the fastest "
+                        f"port speed of {leaf.id}")
+    elif port_speed > link:
+        warnings.append(f"{leaf.id} has no {link:g} Gb/s port mode; links run at {link:g} Gb/s on its "
+                        f"{port_speed:g} Gb/s ports")
+    return link

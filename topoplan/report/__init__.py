@@ -1,0 +1,82 @@
+"""Reports: the metrics of an evaluated design as one plain dict, and writers for it.
+
+``build_report(evaluation)`` returns the dict whose keys are the JSON contract (DESIGN section 9);
+``writers.render(report, fmt)`` turns it into table, markdown or JSON text. Nothing here computes a
+model figure: every number comes from the topology, the bill of materials or the flow solver.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import __version__
+from ..cost import CATEGORIES
+from ..topology import KIND, LINK_TIERS
+
+
+def _money(x: float) -> float:
+    return round(float(x), 2)
+
+
+def build_report(evaluation) -> dict:
+    design, topology, bom = evaluation.design, evaluation.topology, evaluation.bom
+    h = topology.hierarchy
+    switch_mask = topology.kind == KIND["switch"]
+    by_model: dict[str, int] = {}
+    if switch_mask.any():
+        models, counts = np.unique(topology.model[switch_mask], return_counts=True)
+        by_model = {topology.models[m]: int(c) for m, c in zip(models, counts)}
+    links_by_tier = topology.links_by_tier()
+    gpus = design.gpus
+    bisection = float(h.get("bisection_gbps", 0.0))
+    report = {
+        "topoplan_version": __version__,
+        "design": {
+            "name": design.name,
+            "description": design.description,
+            "topology": design.fabric.topology,
+            "gpus": gpus,
+            "servers": design.cluster.servers,
+            "server": design.cluster.server,
+        },
+        "fabric": {
+            "tiers": int(h.get("tiers", 0)),
+            "planes": design.fabric.planes,
+            "link_gbps": float(h.get("link_gbps", 0.0)),
+            "injection_gbps_per_gpu": float(h.get("injection_gbps_per_gpu", 0.0)),
+            "oversubscription": dict(design.fabric.oversubscription),
+            "switches": {
+                "total": int(switch_mask.sum()),
+                "by_tier": topology.switches_by_tier(),
+                "by_model": dict(sorted(by_model.items())),
+            },
+            "links": {"total": int(sum(links_by_tier.values())), "by_tier": links_by_tier},
+        },
+        "cost": {
+            "total_usd": _money(bom.total_usd),
+            "per_gpu_usd": _money(bom.total_usd / gpus),
+            "by_category": {c: _money(v) for c, v in bom.by_category().items()},
+            "servers_usd": _money(bom.server_price_usd * bom.servers),
+            "note": "network only (switches, NICs, optics, cables, OCS); prices are catalog estimates",
+        },
+        "power": {"total_w": round(bom.power_w, 1), "per_gpu_w": round(bom.power_w / gpus, 2)},
+        "bisection": {
+            "gbps": bisection,
+            "per_gpu_gbps": bisection / (gpus / 2) if gpus > 1 else 0.0,
+            "method": h.get("bisection_method", ""),
+        },
+        "diameter_hops": int(h.get("diameter_hops", 0)),
+        "collectives": [],
+        "bom": [
+            {"category": l.category, "item": l.item, "tier": l.tier, "quantity": l.quantity,
+             "unit_price_usd": _money(l.unit_price_usd), "price_usd": _money(l.price_usd),
+             "power_w": round(l.power_w, 1)}
+            for l in sorted(bom.lines, key=lambda l: (CATEGORIES.index(l.category), _tier_order(l.tier), l.item))
+        ],
+        "warnings": list(h.get("warnings", [])),
+    }
+    return report
+
+
+def _tier_order(tier: str) -> int:
+    return LINK_TIERS.index(tier) if tier in LINK_TIERS else -1

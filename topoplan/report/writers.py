@@ -1,0 +1,122 @@
+"""Writers: a report dict as a terminal table, as markdown for a pull request, or as JSON.
+
+Output is deterministic: fixed key order, fixed number formats, no timestamps or paths, so a report can
+be committed next to its spec and diffed.
+"""
+
+from __future__ import annotations
+
+import json
+
+FORMATS = ("table", "markdown", "json")
+
+
+def render(report: dict, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(report, indent=2, sort_keys=False) + "\n"
+    return _text(report, markdown=(fmt == "markdown"))
+
+
+def count(x) -> str:
+    return f"{int(x):,}"
+
+
+def usd(x) -> str:
+    return f"${x:,.0f}"
+
+
+def gbps(x) -> str:
+    """Gb/s with a unit that keeps 3-4 significant digits."""
+    if x >= 1e6:
+        return f"{x / 1e6:,.3g} Pb/s"
+    if x >= 1e4:
+        return f"{x / 1e3:,.4g} Tb/s"
+    return f"{x:,.4g} Gb/s"
+
+
+def watts(x) -> str:
+    return f"{x / 1e3:,.1f} kW" if x >= 1e4 else f"{x:,.0f} W"
+
+
+def table(headers, rows, markdown: bool, right=()) -> list[str]:
+    """Rows as an aligned plain-text table or a markdown table; ``right`` = indices of numeric columns."""
+    if markdown:
+        align = ["---:" if i in right else "---" for i in range(len(headers))]
+        out = ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
+        out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+        return out
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
+              for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def _heading(text: str, markdown: bool, level: int = 2) -> list[str]:
+    if markdown:
+        return ["#" * level + " " + text, ""]
+    return [text, "=" * len(text) if level == 1 else "-" * len(text)]
+
+
+def _text(r: dict, markdown: bool) -> str:
+    d, f, c = r["design"], r["fabric"], r["cost"]
+    out: list[str] = []
+    out += _heading(f"topoplan report: {d['name']}", markdown, 1)
+    if d["description"]:
+        out += [d["description"], ""]
+    plane_word = "plane" if f["planes"] == 1 else "planes"
+    over = f["oversubscription"]
+    ratio = ", ".join(f"{t} {v:g}:1" for t, v in over.items() if v != 1) or "non-blocking"
+    summary = [
+        ("Topology", f"{d['topology']}, {f['tiers']} tier(s), {f['planes']} {plane_word}, {ratio}"),
+        ("GPUs", f"{count(d['gpus'])} on {count(d['servers'])} x {d['server']}"),
+        ("Links", f"{gbps(f['link_gbps'])} each; {gbps(f['injection_gbps_per_gpu'])} injection per GPU"),
+        ("Switches", f"{count(f['switches']['total'])} ("
+         + ", ".join(f"{t} {count(n)}" for t, n in f["switches"]["by_tier"].items()) + ")"),
+        ("Network links", f"{count(f['links']['total'])} ("
+         + ", ".join(f"{t} {count(n)}" for t, n in f["links"]["by_tier"].items()) + ")"),
+        ("Network cost", f"{usd(c['total_usd'])} total, {usd(c['per_gpu_usd'])} per GPU"),
+        ("Power", f"{watts(r['power']['total_w'])} ({r['power']['per_gpu_w']:,.0f} W per GPU)"),
+        ("Bisection", f"{gbps(r['bisection']['gbps'])} ({gbps(r['bisection']['per_gpu_gbps'])} per GPU)"),
+        ("Diameter", f"{r['diameter_hops']} network hops"),
+    ]
+    out += table(["Metric", "Value"], summary, markdown)
+    out.append("")
+
+    out += _heading("Cost by category", markdown)
+    total = c["total_usd"] or 1.0
+    rows = [(cat, usd(v), f"{100 * v / total:.1f}%") for cat, v in c["by_category"].items() if v]
+    rows.append(("total", usd(c["total_usd"]), "100.0%"))
+    out += table(["Category", "USD", "Share"], rows, markdown, right=(1, 2))
+    out += ["", f"Servers ({d['server']}), not included above: {usd(c['servers_usd'])}.",
+            f"Note: {c['note']}.", ""]
+
+    if r["collectives"]:
+        out += _heading("Collectives", markdown)
+        rows = [(x["name"], x["op"], x["algorithm"], count(x["group_size"]), count(x["groups"]),
+                 _size(x["size_bytes"]), f"{x['time_s'] * 1e3:,.3f}", f"{x['algbw_GBps']:,.2f}",
+                 f"{x['busbw_GBps']:,.2f}", f"{x['max_link_utilization']:.3f}", x["bottleneck"])
+                for x in r["collectives"]]
+        out += table(["Name", "Op", "Algorithm", "Ranks", "Groups", "Size", "Time ms", "algbw GB/s",
+                      "busbw GB/s", "Max util", "Bottleneck"], rows, markdown, right=(3, 4, 5, 6, 7, 8, 9))
+        out.append("")
+
+    out += _heading("Bill of materials", markdown)
+    rows = [(b["category"], b["item"], b["tier"] or "-", count(b["quantity"]), usd(b["unit_price_usd"]),
+             usd(b["price_usd"]), watts(b["power_w"])) for b in r["bom"]]
+    out += table(["Category", "Item", "Tier", "Qty", "Unit USD", "USD", "Power"], rows, markdown,
+                 right=(3, 4, 5, 6))
+    out.append("")
+    out += [f"Bisection method: {r['bisection']['method']}."]
+    if r["warnings"]:
+        out += [""] + _heading("Warnings", markdown) + [f"- {w}" for w in r["warnings"]]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _size(size: int) -> str:
+    from ..units import format_bytes
+
+    return format_bytes(size)

@@ -1,0 +1,296 @@
+"""Design specs (schema version 1): load, validate, normalize and dump.
+
+A spec is YAML a person writes and reviews in a pull request. ``load_design(file, catalog)`` checks it
+all, collects every problem (``FILE:LINE: key.path: message (hint: ...)``), and returns a ``Design``:
+plain frozen dataclasses the generators read. The schema below is also the source of the JSON Schema.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from . import yamlio
+from .catalog import Catalog
+from .errors import InfeasibleDesign, Problem, SpecError, did_you_mean
+from .schema import (MISSING, Bool, Context, Dict, Enum, Int, Key, List, Map, Num, Obj, OneOf, Parsed, Str,
+                     has_missing)
+from .units import parse_size
+
+SPEC_VERSION = 1
+# Large enough for any cluster planned today (4M GPUs), small enough that a typo like 10**9 is refused
+# before arrays of that size are allocated.
+MAX_GPUS = 4_194_304
+
+TOPOLOGIES = ("fat-tree", "rail-optimized", "rail-only", "railx")
+TIER_NAMES = ("leaf", "spine", "core")
+REACH_CLASSES = ("in-rack", "in-row", "cross-row")
+ROUTINGS = ("ecmp", "ecmp-hash", "optimal")
+GROUPS = ("tp", "cp", "dp", "pp", "ep", "world")
+PARALLEL_DIMS = ("tp", "cp", "dp", "pp", "ep")
+ORDER_DIMS = ("tp", "cp", "dp", "pp")
+OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce")
+ALGORITHMS = ("ring", "tree", "hierarchical", "direct")
+DEFAULT_ALGORITHM = {"allreduce": "ring", "allgather": "ring", "reducescatter": "ring", "alltoall": "direct",
+                     "sendrecv": "direct", "broadcast": "ring", "reduce": "ring"}
+ALGORITHMS_FOR = {"allreduce": ("ring", "tree", "hierarchical"), "allgather": ("ring", "hierarchical"),
+                  "reducescatter": ("ring", "hierarchical"), "alltoall": ("direct",), "sendrecv": ("direct",),
+                  "broadcast": ("ring", "tree"), "reduce": ("ring", "tree")}
+
+_ID = Str(kebab=True)
+_RATIO = Num(minimum=1, doc="oversubscription, down:up; 1 is non-blocking")
+
+COLLECTIVE = Obj({
+    "name": Key(_ID, True),
+    "op": Key(Enum(OPS, doc="collective operation"), True),
+    "group": Key(Enum(GROUPS, doc="which parallel group runs it"), True),
+    "size": Key(Parsed(parse_size, {"type": ["string", "integer"], "pattern": r"^\s*[0-9.]+\s*[A-Za-z]*\s*$"},
+                       doc="bytes in the nccl-tests convention for the op, e.g. 1GiB",
+                       hint="KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000"), True),
+    "algorithm": Key(Enum(ALGORITHMS), False),
+}, doc="one collective of the training step")
+
+DESIGN_SCHEMA = Obj({
+    "version": Key(Enum((SPEC_VERSION,), doc="spec schema version"), False, SPEC_VERSION),
+    "name": Key(Str(kebab=True, doc="design name, kebab-case"), True),
+    "description": Key(Str(), False, ""),
+    "cluster": Key(Obj({
+        "server": Key(Str(kebab=True, doc="server id from catalogs/servers.yaml"), True),
+        "gpus": Key(Int(minimum=1, maximum=MAX_GPUS, max_hint="split the cluster into several designs"), False),
+        "servers": Key(Int(minimum=1, maximum=MAX_GPUS, max_hint="split the cluster into several designs"), False),
+        "expand_hosts": Key(Bool(), False, False),
+    }, doc="what is being connected: give exactly one of gpus or servers"), True),
+    "fabric": Key(Obj({
+        "topology": Key(Enum(TOPOLOGIES, doc="fabric family"), True),
+        "switch": Key(OneOf((Str(kebab=True), Map(TIER_NAMES, Str(kebab=True))),
+                            doc="switch id for every tier, or one per tier {leaf: ..., spine: ...}"), False),
+        "tiers": Key(Int(minimum=1, maximum=3, doc="switch tiers; default the fewest that fit"), False),
+        "oversubscription": Key(OneOf((_RATIO, Map(TIER_NAMES[:2], _RATIO))), False, 1),
+        "planes": Key(Int(minimum=1, maximum=8, doc="parallel fabric planes, one NIC port each"), False, 1),
+        "scalable_unit": Key(Int(minimum=1, doc="servers per scalable unit"), False),
+        "aggregation": Key(Enum(("any-to-any", "same-rail")), False, "any-to-any"),
+        "cabling": Key(Map(TIER_NAMES, Enum(REACH_CLASSES)), False),
+    }), True),
+    "workload": Key(Obj({
+        "parallelism": Key(Map(PARALLEL_DIMS, Int(minimum=1)), False),
+        "order": Key(List(Enum(ORDER_DIMS)), False),
+        "collectives": Key(List(COLLECTIVE), False),
+    }), False),
+    "routing": Key(Enum(ROUTINGS), False, "ecmp"),
+    "targets": Key(Obj({
+        "max_cost_usd": Key(Num(exclusive_minimum=0), False),
+        "max_cost_per_gpu_usd": Key(Num(exclusive_minimum=0), False),
+        "max_power_w": Key(Num(exclusive_minimum=0), False),
+        "min_bisection_per_gpu_gbps": Key(Num(exclusive_minimum=0), False),
+        "max_diameter_hops": Key(Int(minimum=1), False),
+        "min_busbw_GBps": Key(OneOf((Num(exclusive_minimum=0), Dict(Num(exclusive_minimum=0)))), False),
+        "max_time_s": Key(OneOf((Num(exclusive_minimum=0), Dict(Num(exclusive_minimum=0)))), False),
+    }, doc="limits checked by `topoplan check`"), False),
+}, doc="topoplan design spec")
+
+DEFAULT_CABLING = {"leaf": "in-row", "spine": "in-row", "core": "cross-row"}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    server: str
+    gpus: int
+    servers: int
+    expand_hosts: bool = False
+
+
+@dataclass(frozen=True)
+class Fabric:
+    topology: str
+    switch: dict            # tier name -> switch id (all tiers filled)
+    tiers: int | None       # None: the fewest that fit
+    oversubscription: dict  # tier name -> ratio (leaf, spine)
+    planes: int = 1
+    scalable_unit: int | None = None
+    aggregation: str = "any-to-any"
+    cabling: dict = field(default_factory=lambda: dict(DEFAULT_CABLING))
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str
+    op: str
+    group: str
+    size_bytes: int
+    algorithm: str
+
+
+@dataclass(frozen=True)
+class Workload:
+    parallelism: dict       # dim -> degree, all of PARALLEL_DIMS present
+    order: tuple            # innermost first
+    collectives: tuple
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    description: str
+    cluster: Cluster
+    fabric: Fabric
+    workload: Workload
+    routing: str
+    targets: dict
+    file: str = "<spec>"
+    lines: yamlio.LineMap = field(default_factory=yamlio.LineMap, compare=False, repr=False)
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def gpus(self) -> int:
+        return self.cluster.gpus
+
+    def infeasible(self, path: str, message: str, hint: str = "") -> InfeasibleDesign:
+        """An ``InfeasibleDesign`` located at ``path`` (dotted) in this spec's file."""
+        parts = tuple(int(p) if p.isdigit() else p for p in path.replace("[", ".").replace("]", "").split("."))
+        return InfeasibleDesign(path, message, hint, file=self.file, line=self.lines.line_of(parts))
+
+
+def load_design(file: str, catalog: Catalog) -> Design:
+    """Read, validate and normalize a design spec file."""
+    data, lines = yamlio.read(file)
+    return design_from_data(data, catalog, str(file), lines)
+
+
+def design_from_data(data, catalog: Catalog, file: str = "<spec>", lines=None) -> Design:
+    """Validate already-parsed spec data; raise ``SpecError`` with every problem found."""
+    lines = lines if lines is not None else yamlio.LineMap()
+    ctx = Context(file, lines)
+    if data is None:
+        ctx.error((), "the spec is empty", "start from one of the files in designs/")
+        raise SpecError(ctx.problems)
+    checked = DESIGN_SCHEMA.check(data, (), ctx)
+    if checked is MISSING:
+        raise SpecError(ctx.problems)
+    design = _cross_check(checked, catalog, ctx)
+    if ctx.problems:
+        raise SpecError(ctx.problems)
+    return Design(**design, file=file, lines=lines, raw=data)
+
+
+def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
+    """Checks that span several keys or need the catalog; returns Design keyword arguments."""
+    cluster, fabric = c["cluster"], c["fabric"]
+    server = None
+    if cluster is not MISSING:
+        sid = cluster["server"]
+        if sid is not MISSING:
+            server = catalog.servers.get(sid)
+            if server is None:
+                ctx.error(("cluster", "server"), f"unknown server '{sid}'", did_you_mean(sid, catalog.servers))
+        gpus, servers = cluster["gpus"], cluster["servers"]
+        if gpus is None and servers is None:
+            ctx.error(("cluster",), "give the cluster size as gpus or as servers",
+                      "add 'gpus: 1024' or 'servers: 128' under cluster")
+        elif gpus is not None and servers is not None:
+            ctx.error(("cluster", "servers"), "give gpus or servers, not both",
+                      "remove one; the other follows from the server's GPU count")
+        elif server is not None and gpus not in (None, MISSING) and gpus % server.gpus:
+            ctx.error(("cluster", "gpus"), f"{gpus:,} GPUs is not a whole number of {sid} servers "
+                      f"({server.gpus} GPUs each)", f"use {math.ceil(gpus / server.gpus) * server.gpus:,} or "
+                      f"{max(1, gpus // server.gpus) * server.gpus:,}")
+        if server is not None and servers not in (None, MISSING) and servers * server.gpus > MAX_GPUS:
+            ctx.error(("cluster", "servers"), f"{servers:,} servers is {servers * server.gpus:,} GPUs, more "
+                      f"than the {MAX_GPUS:,} topoplan can model", "split the cluster into several designs")
+
+    switch_ids: dict = {}
+    if fabric is not MISSING:
+        switch = fabric["switch"]
+        if switch is None and fabric["topology"] not in (MISSING, "railx"):
+            ctx.error(("fabric",), "missing required key 'switch'", "name a switch id, e.g. switch: nvidia-qm9700")
+        elif isinstance(switch, str):
+            switch_ids = {tier: switch for tier in TIER_NAMES}
+            if switch not in catalog.switches:
+                ctx.error(("fabric", "switch"), f"unknown switch '{switch}'", did_you_mean(switch, catalog.switches))
+        elif isinstance(switch, dict):
+            for tier, sid in switch.items():
+                if sid not in catalog.switches:
+                    ctx.error(("fabric", "switch", tier), f"unknown switch '{sid}'",
+                              did_you_mean(sid, catalog.switches))
+            if "leaf" not in switch and switch:
+                ctx.error(("fabric", "switch"), "per-tier switches must name the leaf switch",
+                          "add 'leaf: <switch id>'")
+            last = None
+            for tier in TIER_NAMES:
+                last = switch.get(tier, last)
+                if last is not None:
+                    switch_ids[tier] = last
+        if fabric["topology"] == "railx":
+            ctx.error(("fabric", "topology"), "the railx generator is not available in this version",
+                      "use fat-tree for now")
+        elif fabric["topology"] in ("rail-optimized", "rail-only"):
+            ctx.error(("fabric", "topology"), f"the {fabric['topology']} generator is not available in this version",
+                      "use fat-tree for now")
+
+    if ctx.problems or has_missing(c):
+        return {}
+
+    gpus = cluster["gpus"] if cluster["gpus"] is not None else cluster["servers"] * server.gpus
+    servers = gpus // server.gpus
+    over = fabric["oversubscription"]
+    over = {"leaf": float(over), "spine": 1.0} if not isinstance(over, dict) else \
+        {"leaf": float(over.get("leaf", 1)), "spine": float(over.get("spine", 1))}
+    cabling = dict(DEFAULT_CABLING)
+    cabling.update(fabric["cabling"] or {})
+    fab = Fabric(topology=fabric["topology"], switch=switch_ids, tiers=fabric["tiers"], oversubscription=over,
+                 planes=fabric["planes"], scalable_unit=fabric["scalable_unit"],
+                 aggregation=fabric["aggregation"], cabling=cabling)
+    workload = _workload(c["workload"] or {}, gpus, ctx)
+    targets = c["targets"] or {}
+    names = {col.name for col in workload.collectives}
+    for key in ("min_busbw_GBps", "max_time_s"):
+        value = targets.get(key)
+        if isinstance(value, dict):
+            for name in value:
+                if name not in names:
+                    ctx.error(("targets", key, name), f"no collective named '{name}' in workload.collectives",
+                              did_you_mean(name, names) if names else "add the collective under workload")
+    targets = {k: v for k, v in targets.items() if v is not None}
+    return dict(name=c["name"], description=c["description"], routing=c["routing"], targets=targets,
+                cluster=Cluster(server=server.id, gpus=gpus, servers=servers, expand_hosts=cluster["expand_hosts"]),
+                fabric=fab, workload=workload)
+
+
+def _workload(w: dict, gpus: int, ctx: Context) -> Workload:
+    given = w.get("parallelism") or {}
+    degrees = {dim: given.get(dim, 1) for dim in PARALLEL_DIMS}
+    if "dp" not in given:
+        others = degrees["tp"] * degrees["cp"] * degrees["pp"]
+        degrees["dp"] = gpus // others if gpus % others == 0 else 0
+    product = degrees["tp"] * degrees["cp"] * degrees["dp"] * degrees["pp"]
+    if product != gpus:
+        shown = " x ".join(f"{d}={degrees[d]}" for d in ("tp", "cp", "dp", "pp") if d in given or d == "dp")
+        ctx.error(("workload", "parallelism"), f"{shown} is {product:,} ranks, but the cluster has {gpus:,} GPUs",
+                  "make tp x cp x dp x pp equal the GPU count (ep is carved out of dp)")
+    elif degrees["dp"] % degrees["ep"]:
+        ctx.error(("workload", "parallelism", "ep"), f"ep={degrees['ep']} does not divide dp={degrees['dp']}",
+                  "expert-parallel groups are carved out of the data-parallel group")
+    order = tuple(w.get("order") or ORDER_DIMS)
+    if sorted(order) != sorted(ORDER_DIMS):
+        ctx.error(("workload", "order"), f"order must list each of {', '.join(ORDER_DIMS)} exactly once",
+                  "innermost first, e.g. [tp, cp, dp, pp]")
+    collectives = []
+    seen = set()
+    for index, col in enumerate(w.get("collectives") or []):
+        path = ("workload", "collectives", index)
+        if col["name"] in seen:
+            ctx.error(path + ("name",), f"duplicate collective name '{col['name']}'", "names must be unique")
+        seen.add(col["name"])
+        algorithm = col["algorithm"] or DEFAULT_ALGORITHM[col["op"]]
+        if algorithm not in ALGORITHMS_FOR[col["op"]]:
+            ctx.error(path + ("algorithm",), f"{col['op']} has no '{algorithm}' algorithm",
+                      "use one of: " + ", ".join(ALGORITHMS_FOR[col["op"]]))
+        size = degrees[col["group"]] if col["group"] != "world" else gpus
+        if size < 2:
+            ctx.error(path + ("group",), f"the {col['group']} group has a single rank, so {col['op']} moves nothing",
+                      f"set workload.parallelism.{col['group']} above 1 or drop this collective")
+        collectives.append(Collective(col["name"], col["op"], col["group"], col["size"], algorithm))
+    return Workload(parallelism=degrees, order=order, collectives=tuple(collectives))
+
+
+def group_size(design: Design, group: str) -> int:
+    return design.gpus if group == "world" else design.workload.parallelism[group]
