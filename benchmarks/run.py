@@ -33,7 +33,7 @@ def _load(spec: str):
 
 
 def case_generate_bom_131k():
-    """Generate + bill of materials, 131,072 GPUs, three tiers of 64-port switches (two planes)."""
+    """Generate + bill of materials: 131,072 GPUs, two planes of three-tier fat-tree, 64x800G switches run as 128x400G."""
     from topoplan.cost import bill_of_materials
     from topoplan.generators import generate
 

@@ -227,3 +227,16 @@ def test_partial_builds_are_well_formed(catalog, servers, ratio, tiers):
     degree = np.bincount(topology.src, minlength=topology.num_nodes)
     assert degree[topology.kind == KIND["switch"]].max() <= 64
     assert topology.links_by_tier()["leaf"] == servers * 8
+
+
+@pytest.mark.slow
+def test_131k_twin_plane_counts(in_root, catalog):
+    """Per plane N = 131,072 ports on R = 128: N/(R/2) leaves, N/(R/2) spines, N/R cores; 3N links."""
+    from topoplan.spec import load_design
+
+    design = load_design("designs/fat-tree-131k-twin-plane.yaml", catalog)
+    topology = generate(design, catalog)
+    n, half = 131072, 64
+    assert topology.switches_by_tier() == {"leaf": 2 * n // half, "spine": 2 * n // half, "core": 2 * n // 128}
+    assert topology.links_by_tier() == {"leaf": 2 * n, "spine": 2 * n, "core": 2 * n}
+    assert topology.check() == []

@@ -80,8 +80,7 @@ def bill_of_materials(topology: Topology, design: Design, catalog: Catalog) -> B
         mask = topology.kind == KIND[kind]
         if not mask.any():
             continue
-        pairs, counts = np.unique(np.stack([topology.tier[mask], topology.model[mask]]), axis=1, return_counts=True)
-        for (tier, model), count in zip(pairs.T, counts):
+        for tier, model, count in _pair_counts(topology.tier[mask], topology.model[mask]):
             entry = catalog.section(category)[models[model]]
             tier_name = SWITCH_TIERS[tier] if kind == "switch" else "ocs"
             bom.lines.append(BomLine(category, entry.id, tier_name, int(count), entry.price_usd, entry.power_w))
@@ -92,6 +91,13 @@ def bill_of_materials(topology: Topology, design: Design, catalog: Catalog) -> B
         bom.lines.append(BomLine("nics", entry.id, "", int(count), entry.price_usd, entry.power_w))
     _add_cabling(bom, topology, design, catalog)
     return bom
+
+
+def _pair_counts(first: np.ndarray, second: np.ndarray) -> list[tuple[int, int, int]]:
+    """(a, b, count) for each distinct pair of small non-negative codes, in (a, b) order; O(n) by bincount."""
+    span = int(second.max()) + 1
+    counts = np.bincount(first.astype(np.int64) * span + second, minlength=0)
+    return [(int(k // span), int(k % span), int(counts[k])) for k in np.flatnonzero(counts)]
 
 
 def _cage(node_kind: int, model_id: str, link_gbps: float, catalog: Catalog) -> tuple[float, float, str]:
@@ -137,10 +143,8 @@ def _add_cabling(bom: Bom, topology: Topology, design: Design, catalog: Catalog)
                 bom.lines.append(BomLine("cables", cable.id, tier, count, cable.price_usd, cable.power_w))
                 continue
             ends = np.concatenate([src[links], dst[links]])
-            keys, end_counts = np.unique(np.stack([topology.kind[ends], topology.model[ends]]), axis=1,
-                                         return_counts=True)
-            cages = [(topology.models[model], n, _cage(int(kind), topology.models[model], float(speed), catalog))
-                     for (kind, model), n in zip(keys.T, end_counts)]
+            cages = [(topology.models[model], n, _cage(kind, topology.models[model], float(speed), catalog))
+                     for kind, model, n in _pair_counts(topology.kind[ends], topology.model[ends])]
             # one media for the whole link, so both ends and the fibre match; multimode when it reaches
             for media in ("multimode", "singlemode"):
                 parts = [_transceiver(catalog, gbps, ff, need_m, media) for _m, _n, (_p, gbps, ff) in cages]
