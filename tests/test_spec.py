@@ -37,7 +37,7 @@ def test_normalized_design(make_design):
     assert design.workload.collectives[0].algorithm == "ring"
     assert design.fabric.switch == {"leaf": "nvidia-qm9700", "spine": "nvidia-qm9700", "core": "nvidia-qm9700"}
     assert design.fabric.oversubscription == {"leaf": 1.0, "spine": 1.0}
-    assert design.routing == "ecmp"
+    assert design.routing.engine == "ecmp" and design.routing.seeds == 8
 
 
 def test_per_tier_switches_inherit_upwards(make_design):

@@ -84,6 +84,7 @@ class Nic:
     form_factor: str
     pcie_gen: int
     pcie_lanes: int
+    alpha_us: float
     power_w: float
     price_usd: float
     source: str
@@ -145,6 +146,8 @@ class Server:
     gpu_nics: tuple
     pcie_gen: int
     pcie_lanes: int
+    nvlink_alpha_us: float
+    pcie_alpha_us: float
     power_w: float
     price_usd: float
     source: str
@@ -176,7 +179,7 @@ _SECTIONS = {
         "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
         "ports": Key(_COUNT, True), "port_speed_gbps": Key(_POS, True), "cages": Key(_COUNT, True),
         "form_factor": Key(_TEXT, True), "pcie_gen": Key(Int(minimum=1, maximum=7), True),
-        "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True),
+        "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True), "alpha_us": Key(_NONNEG, True),
         "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
     "transceivers": (Transceiver, Obj({
         "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
@@ -197,6 +200,7 @@ _SECTIONS = {
         "gpu": Key(_TEXT, True), "gpus": Key(_COUNT, True), "nvlink_gbps": Key(_NONNEG, True),
         "nic": Key(_ID, True), "nics": Key(_COUNT, True), "gpu_nics": Key(List(Int(minimum=0)), True),
         "pcie_gen": Key(Int(minimum=1, maximum=7), True), "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True),
+        "nvlink_alpha_us": Key(_NONNEG, True), "pcie_alpha_us": Key(_NONNEG, True),
         "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
 }
 SECTIONS = tuple(_SECTIONS)

@@ -5,10 +5,13 @@ Each stage is a plain function; this module only chains them. No stage prints or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .catalog import Catalog, load_catalog
 from .cost import Bom, bill_of_materials
+from .flow import EngineRefused
+from .flow.bisection import Bisection, bisection, permutation_throughput
+from .flow.metrics import evaluate_workload
 from .generators import generate
 from .spec import Design, load_design
 from .topology import Topology
@@ -19,12 +22,22 @@ class Evaluation:
     design: Design
     topology: Topology
     bom: Bom
+    bisection: Bisection
+    collectives: list = field(default_factory=list)
 
 
-def evaluate(design: Design, catalog: Catalog) -> Evaluation:
+def evaluate(design: Design, catalog: Catalog, alpha_scale: float = 1.0) -> Evaluation:
+    """Every stage for one design. ``alpha_scale`` scales per-step latencies (0 for bandwidth only)."""
     topology = generate(design, catalog)
     bom = bill_of_materials(topology, design, catalog)
-    return Evaluation(design, topology, bom)
+    cut = bisection(topology)
+    engine = "optimal" if design.routing.engine == "optimal" else "ecmp"
+    try:
+        cut.permutation_gbps_per_gpu = permutation_throughput(topology, engine)
+        collectives = evaluate_workload(topology, design, catalog, alpha_scale)
+    except EngineRefused as err:
+        raise design.infeasible("routing", str(err), "use routing: ecmp, which scales to any size") from None
+    return Evaluation(design, topology, bom, cut, collectives)
 
 
 def evaluate_file(spec_file: str, catalog_files=()) -> Evaluation:

@@ -33,8 +33,8 @@ OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broad
 ALGORITHMS = ("ring", "tree", "hierarchical", "direct")
 DEFAULT_ALGORITHM = {"allreduce": "ring", "allgather": "ring", "reducescatter": "ring", "alltoall": "direct",
                      "sendrecv": "direct", "broadcast": "ring", "reduce": "ring"}
-ALGORITHMS_FOR = {"allreduce": ("ring", "tree", "hierarchical"), "allgather": ("ring", "hierarchical"),
-                  "reducescatter": ("ring", "hierarchical"), "alltoall": ("direct",), "sendrecv": ("direct",),
+ALGORITHMS_FOR = {"allreduce": ("ring", "tree", "hierarchical"), "allgather": ("ring",),
+                  "reducescatter": ("ring",), "alltoall": ("direct",), "sendrecv": ("direct",),
                   "broadcast": ("ring", "tree"), "reduce": ("ring", "tree")}
 
 _ID = Str(kebab=True)
@@ -76,7 +76,11 @@ DESIGN_SCHEMA = Obj({
         "order": Key(List(Enum(ORDER_DIMS)), False),
         "collectives": Key(List(COLLECTIVE), False),
     }), False),
-    "routing": Key(Enum(ROUTINGS), False, "ecmp"),
+    "routing": Key(OneOf((Enum(ROUTINGS, doc="routing engine"), Obj({
+        "engine": Key(Enum(ROUTINGS), True),
+        "seeds": Key(Int(minimum=1, maximum=64, doc="ecmp-hash: hash seeds to sample"), False, 8),
+        "qps": Key(Int(minimum=1, maximum=256, doc="ecmp-hash: queue pairs per flow"), False, 1),
+    }))), False, "ecmp"),
     "targets": Key(Obj({
         "max_cost_usd": Key(Num(exclusive_minimum=0), False),
         "max_cost_per_gpu_usd": Key(Num(exclusive_minimum=0), False),
@@ -128,13 +132,20 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Routing:
+    engine: str = "ecmp"
+    seeds: int = 8      # ecmp-hash only
+    qps: int = 1        # ecmp-hash only
+
+
+@dataclass(frozen=True)
 class Design:
     name: str
     description: str
     cluster: Cluster
     fabric: Fabric
     workload: Workload
-    routing: str
+    routing: Routing
     targets: dict
     file: str = "<spec>"
     lines: yamlio.LineMap = field(default_factory=yamlio.LineMap, compare=False, repr=False)
@@ -250,7 +261,8 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
                     ctx.error(("targets", key, name), f"no collective named '{name}' in workload.collectives",
                               did_you_mean(name, names) if names else "add the collective under workload")
     targets = {k: v for k, v in targets.items() if v is not None}
-    return dict(name=c["name"], description=c["description"], routing=c["routing"], targets=targets,
+    routing = Routing(c["routing"]) if isinstance(c["routing"], str) else Routing(**c["routing"])
+    return dict(name=c["name"], description=c["description"], routing=routing, targets=targets,
                 cluster=Cluster(server=server.id, gpus=gpus, servers=servers, expand_hosts=cluster["expand_hosts"]),
                 fabric=fab, workload=workload)
 

@@ -18,6 +18,33 @@ def _money(x: float) -> float:
     return round(float(x), 2)
 
 
+def _num(x):
+    """Nine significant digits: stable across platforms, free of float noise like 1.0000000000000002."""
+    return None if x is None else float(f"{float(x):.9g}")
+
+
+def _collective(result) -> dict:
+    c = result.plan.collective
+    out = {
+        "name": c.name, "op": c.op, "algorithm": c.algorithm, "group": c.group,
+        "group_size": result.plan.group_size, "groups": result.plan.groups, "size_bytes": c.size_bytes,
+        "time_s": _num(result.time_s), "algbw_GBps": _num(result.algbw_GBps), "busbw_GBps": _num(result.busbw_GBps),
+        "max_link_utilization": _num(result.max_link_utilization),
+        "p99_link_utilization": _num(result.p99_link_utilization),
+        "bottleneck": result.bottleneck,
+        "utilization_by_tier": {t: _num(v) for t, v in result.utilization_by_tier.items()},
+        "engine": result.engine,
+        "unreachable_pairs": result.unreachable_pairs,
+        "phases": [{"label": p.label, "steps": p.steps, "latency_s": _num(p.latency_s), "time_s": _num(p.time_s),
+                    "max_utilization": _num(p.max_utilization), "bottleneck": p.bottleneck}
+                   for p in result.phases],
+    }
+    if result.seed_times:
+        out["seeds"] = {"time_s": [_num(t) for t in result.seed_times],
+                        "max_link_utilization": [_num(u) for u in result.seed_max_utilization]}
+    return out
+
+
 def build_report(evaluation) -> dict:
     design, topology, bom = evaluation.design, evaluation.topology, evaluation.bom
     h = topology.hierarchy
@@ -28,7 +55,7 @@ def build_report(evaluation) -> dict:
         by_model = {topology.models[m]: int(c) for m, c in zip(models, counts)}
     links_by_tier = topology.links_by_tier()
     gpus = design.gpus
-    bisection = float(h.get("bisection_gbps", 0.0))
+    cut = evaluation.bisection
     report = {
         "topoplan_version": __version__,
         "design": {
@@ -61,12 +88,14 @@ def build_report(evaluation) -> dict:
         },
         "power": {"total_w": round(bom.power_w, 1), "per_gpu_w": round(bom.power_w / gpus, 2)},
         "bisection": {
-            "gbps": bisection,
-            "per_gpu_gbps": bisection / (gpus / 2) if gpus > 1 else 0.0,
-            "method": h.get("bisection_method", ""),
+            "gbps": _num(cut.gbps),
+            "per_gpu_gbps": _num(cut.gbps / (gpus / 2)) if gpus > 1 else 0.0,
+            "method": cut.method,
+            "permutation_per_gpu_gbps": _num(cut.permutation_gbps_per_gpu),
         },
         "diameter_hops": int(h.get("diameter_hops", 0)),
-        "collectives": [],
+        "routing": {"engine": design.routing.engine},
+        "collectives": [_collective(r) for r in evaluation.collectives],
         "bom": [
             {"category": l.category, "item": l.item, "tier": l.tier, "quantity": l.quantity,
              "unit_price_usd": _money(l.unit_price_usd), "price_usd": _money(l.price_usd),

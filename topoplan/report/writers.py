@@ -81,6 +81,9 @@ def _text(r: dict, markdown: bool) -> str:
         ("Network cost", f"{usd(c['total_usd'])} total, {usd(c['per_gpu_usd'])} per GPU"),
         ("Power", f"{watts(r['power']['total_w'])} ({r['power']['per_gpu_w']:,.0f} W per GPU)"),
         ("Bisection", f"{gbps(r['bisection']['gbps'])} ({gbps(r['bisection']['per_gpu_gbps'])} per GPU)"),
+        ("Random permutation", "unreachable pairs" if r["bisection"]["permutation_per_gpu_gbps"] is None
+         else f"{gbps(r['bisection']['permutation_per_gpu_gbps'])} per GPU"),
+        ("Routing", r["routing"]["engine"]),
         ("Diameter", f"{r['diameter_hops']} network hops"),
     ]
     out += table(["Metric", "Value"], summary, markdown)
@@ -97,12 +100,20 @@ def _text(r: dict, markdown: bool) -> str:
     if r["collectives"]:
         out += _heading("Collectives", markdown)
         rows = [(x["name"], x["op"], x["algorithm"], count(x["group_size"]), count(x["groups"]),
-                 _size(x["size_bytes"]), f"{x['time_s'] * 1e3:,.3f}", f"{x['algbw_GBps']:,.2f}",
-                 f"{x['busbw_GBps']:,.2f}", f"{x['max_link_utilization']:.3f}", x["bottleneck"])
+                 _size(x["size_bytes"]), _fixed(x["time_s"], 1e3, 3), _fixed(x["algbw_GBps"]),
+                 _fixed(x["busbw_GBps"]), f"{x['max_link_utilization']:.3f}", x["bottleneck"])
                 for x in r["collectives"]]
         out += table(["Name", "Op", "Algorithm", "Ranks", "Groups", "Size", "Time ms", "algbw GB/s",
                       "busbw GB/s", "Max util", "Bottleneck"], rows, markdown, right=(3, 4, 5, 6, 7, 8, 9))
         out.append("")
+        tiers = [t for t in ("nvlink", "pcie", "leaf", "spine", "core", "ocs")
+                 if any(t in x["utilization_by_tier"] for x in r["collectives"])]
+        out += _heading("Link utilization by tier (1.0 = as busy as the injection links)", markdown)
+        rows = [[x["name"]] + [f"{x['utilization_by_tier'][t]:.3f}" if t in x["utilization_by_tier"] else "-"
+                               for t in tiers] for x in r["collectives"]]
+        out += table(["Collective"] + tiers, rows, markdown, right=tuple(range(1, len(tiers) + 1)))
+        engines = sorted({x["engine"] for x in r["collectives"]})
+        out += ["", f"Engine: {', '.join(engines)}. Busbw uses nccl-tests factors; times include per-step latency.", ""]
 
     out += _heading("Bill of materials", markdown)
     rows = [(b["category"], b["item"], b["tier"] or "-", count(b["quantity"]), usd(b["unit_price_usd"]),
@@ -114,6 +125,10 @@ def _text(r: dict, markdown: bool) -> str:
     if r["warnings"]:
         out += [""] + _heading("Warnings", markdown) + [f"- {w}" for w in r["warnings"]]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _fixed(value, scale: float = 1.0, digits: int = 2) -> str:
+    return "unreachable" if value is None else f"{value * scale:,.{digits}f}"
 
 
 def _size(size: int) -> str:

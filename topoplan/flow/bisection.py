@@ -1,0 +1,92 @@
+"""Bisection bandwidth: the least capacity crossing a cut that splits the GPUs in two equal halves.
+
+* Where the generator knows it (folded Clos), the analytic value from the topology's hierarchy.
+* Otherwise the smallest cut found over structural cuts (halves by each group id: pod, row, column,
+  rail, server, plane); any cut found is an upper bound on the true minimum, and is labelled so.
+
+Also the throughput under a random bisection permutation: the GPUs split at random into halves, each
+GPU sends to a random partner in the other half (both ways at once), routed with the design's engine;
+reported as Gb/s per GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..topology import GROUPS, KIND, Topology
+from .traffic import Demand
+
+
+@dataclass
+class Bisection:
+    gbps: float
+    method: str
+    permutation_gbps_per_gpu: float | None = None
+
+
+def cut_capacity(topology: Topology, side: np.ndarray) -> float:
+    """Gb/s from side True to side False (one direction)."""
+    crossing = side[topology.src] & ~side[topology.dst]
+    return float(topology.capacity_gbps[crossing].sum())
+
+
+def _structural_cuts(topology: Topology):
+    gpus = topology.gpus
+    for group in GROUPS:
+        ids = getattr(topology, group)
+        gpu_ids = ids[gpus]
+        if gpu_ids.min() < 0 or np.unique(gpu_ids).size < 2:
+            continue
+        order = np.argsort(gpu_ids, kind="stable")
+        half = np.zeros(topology.num_nodes, dtype=bool)
+        half[gpus[order[: gpus.size // 2]]] = True
+        # other nodes join the side where their group sits, or the side they link to more
+        threshold = gpu_ids[order[gpus.size // 2 - 1]]
+        has_id = (ids >= 0) & (topology.kind != KIND["gpu"])
+        half[has_id] = ids[has_id] <= threshold
+        for _ in range(3):
+            for node_kind in ("nic", "nvswitch", "switch", "ocs", "cpu", "pcie_switch"):
+                nodes = topology.nodes_of(node_kind)
+                loose = nodes[ids[nodes] < 0]
+                if loose.size:
+                    toward = np.bincount(topology.src, weights=topology.capacity_gbps * half[topology.dst],
+                                         minlength=topology.num_nodes)
+                    total = np.bincount(topology.src, weights=topology.capacity_gbps, minlength=topology.num_nodes)
+                    half[loose] = toward[loose] * 2 >= total[loose]
+        yield group, half
+
+
+def bisection(topology: Topology) -> Bisection:
+    h = topology.hierarchy
+    if "bisection_gbps" in h:
+        return Bisection(float(h["bisection_gbps"]), h.get("bisection_method", "analytic"))
+    best, how = None, ""
+    for group, side in _structural_cuts(topology):
+        value = min(cut_capacity(topology, side), cut_capacity(topology, ~side))
+        if best is None or value < best:
+            best, how = value, group
+    if best is None:
+        return Bisection(0.0, "not computed: no structural cut splits the GPUs")
+    return Bisection(best, f"upper bound: smallest structural cut found (halves by {how})")
+
+
+def permutation_throughput(topology: Topology, engine: str = "ecmp", seed: int = 0) -> float | None:
+    """Gb/s per GPU under a random bisection permutation (None if some pair is unreachable)."""
+    from . import route
+
+    gpus = topology.gpus
+    if gpus.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    shuffled = rng.permutation(gpus)
+    half = gpus.size // 2
+    a, b = shuffled[:half], shuffled[half:2 * half]
+    size = 1e9
+    demand = Demand(np.concatenate([a, b]), np.concatenate([b, a]), size)
+    routed = route(topology, demand, engine)
+    if routed.unreachable_pairs:
+        return None
+    seconds = (routed.load / (topology.capacity_gbps * 1e9 / 8)).max()
+    return size * 8 / 1e9 / seconds

@@ -1,0 +1,231 @@
+"""``clos``: closed-form ECMP on the tree-structured fabrics the Clos generator builds.
+
+In a folded Clos built as ``generators/clos.py`` builds it, ECMP (see ``ecmp.py``) splits a unit's
+outgoing traffic equally over all its up-arcs, and a unit's incoming traffic arrives equally over all its
+down-arcs. So every arc's load follows from how much traffic leaves or enters each subtree:
+
+* NVLink arcs: traffic between GPUs of one server; PCIe arcs: traffic a GPU sends to or receives from
+  outside its server (or through its own NIC to a GPU sharing it; with NVLink that pair splits half
+  and half between the two equal 2-hop paths);
+* NIC -> leaf: what the NIC sends out, ``1/planes`` per plane; leaf -> spine: what leaves the leaf,
+  divided by its up-arcs; spine -> core: what leaves the pod, divided by the pod's spines and their
+  up-arcs; and the mirror images downwards.
+
+Traffic is aggregated per subtree with ``bincount``, all-to-all groups by member counts per subtree, so
+no host pair is enumerated. The engine accepts a topology only where this is exact (family ``clos``, one
+NIC port per plane, each NVLink server's NICs under one leaf, all links up); ``accepts`` says why not.
+Tests hold it equal to ``ecmp`` on every instance it accepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..topology import KIND, Topology
+from . import EngineRefused
+from .ecmp import Routed
+from .traffic import Demand
+
+# arc categories
+(NVL_UP, NVL_DOWN, PCIE_UP, PCIE_DOWN, NIC_UP, NIC_DOWN, LEAF_UP, LEAF_DOWN, SPINE_UP, SPINE_DOWN) = range(10)
+
+
+@dataclass
+class ClosIndex:
+    """What the closed form needs, derived once from a topology's arrays."""
+
+    planes: int
+    category: np.ndarray      # per arc, -1 for none
+    nic_of_gpu: np.ndarray    # per node (GPU rows filled)
+    nvlink: np.ndarray        # per node: GPU has an NVLink domain
+    leaf_of_nic: np.ndarray   # (planes, N): leaf node of each NIC in each plane
+    up_arcs: np.ndarray       # per node: number of up-arcs (leaf: to spines, spine: to cores)
+    down_arcs: np.ndarray     # per node: number of down-arcs arriving from the tier above
+    spines_in_pod: np.ndarray  # per pod key (plane * pods + pod)
+    pods: int
+
+
+def _index(topology: Topology) -> ClosIndex | str:
+    """The index, or the reason the closed form does not apply."""
+    h = topology.hierarchy
+    if h.get("family") != "clos":
+        return f"fabric family '{h.get('family')}' is not a folded Clos"
+    kind, tier = topology.kind, topology.tier
+    src, dst = topology.src, topology.dst
+    ks, kd = kind[src], kind[dst]
+    n = topology.num_nodes
+    category = np.full(topology.num_arcs, -1, dtype=np.int8)
+    category[(ks == KIND["gpu"]) & (kd == KIND["nvswitch"])] = NVL_UP
+    category[(ks == KIND["nvswitch"]) & (kd == KIND["gpu"])] = NVL_DOWN
+    category[(ks == KIND["gpu"]) & (kd == KIND["nic"])] = PCIE_UP
+    category[(ks == KIND["nic"]) & (kd == KIND["gpu"])] = PCIE_DOWN
+    category[(ks == KIND["nic"]) & (kd == KIND["switch"])] = NIC_UP
+    category[(ks == KIND["switch"]) & (kd == KIND["nic"])] = NIC_DOWN
+    sw = (ks == KIND["switch"]) & (kd == KIND["switch"])
+    ts, td = tier[src], tier[dst]
+    category[sw & (ts == 0) & (td == 1)] = LEAF_UP
+    category[sw & (ts == 1) & (td == 0)] = LEAF_DOWN
+    category[sw & (ts == 1) & (td == 2)] = SPINE_UP
+    category[sw & (ts == 2) & (td == 1)] = SPINE_DOWN
+    if (category < 0).any():
+        return "the topology has links outside the GPU-NIC-leaf-spine-core tree"
+
+    planes = int(h.get("planes", 1))
+    pcie = np.flatnonzero(category == PCIE_UP)
+    nic_of_gpu = np.full(n, -1, dtype=np.int64)
+    nic_of_gpu[src[pcie]] = dst[pcie]
+    if np.bincount(src[pcie], minlength=n)[topology.gpus].max(initial=1) != 1:
+        return "a GPU has more than one PCIe path to a NIC"
+    nvlink = np.zeros(n, dtype=bool)
+    nvlink[src[category == NVL_UP]] = True
+    nic_up = np.flatnonzero(category == NIC_UP)
+    nics = topology.nodes_of("nic")
+    if not np.array_equal(np.bincount(src[nic_up], minlength=n)[nics], np.full(nics.size, planes)):
+        return "a NIC does not have exactly one port in each plane"
+    leaf_of_nic = np.full((planes, n), -1, dtype=np.int64)
+    leaf_of_nic[topology.plane[dst[nic_up]], src[nic_up]] = dst[nic_up]
+    if (leaf_of_nic[:, nics] < 0).any():
+        return "a NIC has two ports in one plane"
+    # every NVLink server's NICs under one leaf (otherwise NVLink detours tie with fabric paths)
+    gpus = topology.gpus
+    with_nvlink = gpus[nvlink[gpus]]
+    if with_nvlink.size:
+        server, leaf = topology.server[with_nvlink], leaf_of_nic[0, nic_of_gpu[with_nvlink]]
+        first = np.full(server.max() + 1, -1, dtype=np.int64)
+        first[server] = leaf
+        if (first[server] != leaf).any():
+            return "a server's NICs straddle two leaves"
+    up_arcs = np.bincount(src[(category == LEAF_UP) | (category == SPINE_UP)], minlength=n)
+    down_arcs = np.bincount(dst[(category == LEAF_DOWN) | (category == SPINE_DOWN)], minlength=n)
+    pods = int(topology.pod[topology.kind == KIND["switch"]].max(initial=0)) + 1
+    spines = np.flatnonzero((kind == KIND["switch"]) & (tier == 1))
+    spines_in_pod = np.bincount(topology.plane[spines] * pods + topology.pod[spines], minlength=planes * pods)
+    return ClosIndex(planes, category, nic_of_gpu, nvlink, leaf_of_nic, up_arcs, down_arcs, spines_in_pod, pods)
+
+
+_CACHE: dict = {}
+
+
+def index_of(topology: Topology) -> ClosIndex | str:
+    key = id(topology)
+    cached = _CACHE.get(key)
+    if cached is None or cached[0] is not topology:
+        _CACHE.clear()
+        _CACHE[key] = (topology, _index(topology))
+    return _CACHE[key][1]
+
+
+def accepts(topology: Topology) -> str:
+    """Empty when the closed form applies, else the reason it does not."""
+    found = index_of(topology)
+    return found if isinstance(found, str) else ""
+
+
+def route(topology: Topology, demand: Demand) -> Routed:
+    ix = index_of(topology)
+    if isinstance(ix, str):
+        raise EngineRefused(f"clos engine cannot route this topology: {ix}")
+    n = topology.num_nodes
+    agg = {name: np.zeros(n) for name in ("nvl_up", "nvl_down", "pcie_up", "pcie_down", "nic_out", "nic_in",
+                                          "leaf_out", "leaf_in")}
+    pod_out = np.zeros(ix.planes * ix.pods)
+    pod_in = np.zeros(ix.planes * ix.pods)
+    src, dst, size = demand.src, demand.dst, demand.bytes
+    keep = src != dst
+    _add_pairs(topology, ix, src[keep], dst[keep], size[keep], agg, pod_out, pod_in)
+    if demand.has_a2a:
+        _add_all_to_all(topology, ix, demand.a2a_members, demand.a2a_bytes, agg, pod_out, pod_in)
+
+    cat, s, d = ix.category, topology.src, topology.dst
+    load = np.zeros(topology.num_arcs)
+    pairs = ((NVL_UP, agg["nvl_up"], s), (NVL_DOWN, agg["nvl_down"], d), (PCIE_UP, agg["pcie_up"], s),
+             (PCIE_DOWN, agg["pcie_down"], d))
+    for category, values, end in pairs:
+        arcs = cat == category
+        load[arcs] = values[end[arcs]]
+    arcs = cat == NIC_UP
+    load[arcs] = agg["nic_out"][s[arcs]] / ix.planes
+    arcs = cat == NIC_DOWN
+    load[arcs] = agg["nic_in"][d[arcs]] / ix.planes
+    arcs = cat == LEAF_UP
+    load[arcs] = agg["leaf_out"][s[arcs]] / ix.up_arcs[s[arcs]]
+    arcs = cat == LEAF_DOWN
+    load[arcs] = agg["leaf_in"][d[arcs]] / ix.down_arcs[d[arcs]]
+    pod_key = topology.plane * ix.pods + topology.pod
+    arcs = cat == SPINE_UP
+    load[arcs] = pod_out[pod_key[s[arcs]]] / ix.spines_in_pod[pod_key[s[arcs]]] / ix.up_arcs[s[arcs]]
+    arcs = cat == SPINE_DOWN
+    load[arcs] = pod_in[pod_key[d[arcs]]] / ix.spines_in_pod[pod_key[d[arcs]]] / ix.down_arcs[d[arcs]]
+    return Routed(load)
+
+
+def _add_pairs(topology, ix: ClosIndex, a, b, w, agg, pod_out, pod_in) -> None:
+    n = topology.num_nodes
+    if a.size == 0:
+        return
+    nic_a, nic_b = ix.nic_of_gpu[a], ix.nic_of_gpu[b]
+    same_server = topology.server[a] == topology.server[b]
+    same_nic = nic_a == nic_b
+    nvlink = ix.nvlink[a] & same_server
+    tie = nvlink & same_nic                       # NVLink and the shared NIC: two equal 2-hop paths
+    via_nvlink = np.where(tie, 0.5 * w, np.where(nvlink, w, 0.0))
+    via_nic_only = np.where(tie, 0.5 * w, np.where(same_nic, w, 0.0))
+    fabric = np.where(nvlink | same_nic, 0.0, w)
+    agg["nvl_up"] += np.bincount(a, via_nvlink, n)
+    agg["nvl_down"] += np.bincount(b, via_nvlink, n)
+    agg["pcie_up"] += np.bincount(a, via_nic_only + fabric, n)
+    agg["pcie_down"] += np.bincount(b, via_nic_only + fabric, n)
+    agg["nic_out"] += np.bincount(nic_a, fabric, n)
+    agg["nic_in"] += np.bincount(nic_b, fabric, n)
+    share = fabric / ix.planes
+    for plane in range(ix.planes):
+        leaf_a, leaf_b = ix.leaf_of_nic[plane, nic_a], ix.leaf_of_nic[plane, nic_b]
+        cross = np.where(leaf_a != leaf_b, share, 0.0)
+        agg["leaf_out"] += np.bincount(leaf_a, cross, n)
+        agg["leaf_in"] += np.bincount(leaf_b, cross, n)
+        pod_a = plane * ix.pods + topology.pod[leaf_a]
+        pod_b = plane * ix.pods + topology.pod[leaf_b]
+        far = np.where(pod_a != pod_b, share, 0.0)
+        pod_out += np.bincount(pod_a, far, pod_out.size)
+        pod_in += np.bincount(pod_b, far, pod_in.size)
+
+
+def _members_alike(groups: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """For each member, how many members of its group share its unit (server, NIC, leaf, pod)."""
+    g, p = groups.shape
+    key = np.repeat(np.arange(g, dtype=np.int64), p) * (int(unit.max()) + 1) + unit.ravel()
+    _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    return counts[inverse].reshape(g, p)
+
+
+def _add_all_to_all(topology, ix: ClosIndex, members, b: float, agg, pod_out, pod_in) -> None:
+    n = topology.num_nodes
+    p = members.shape[1]
+    nics = ix.nic_of_gpu[members]
+    n_server = _members_alike(members, topology.server[members])
+    n_nic = _members_alike(members, nics)
+    nvlink = ix.nvlink[members]
+    # per member: bytes over NVLink, over PCIe to a shared NIC only, and into the fabric
+    via_nvlink = np.where(nvlink, (n_server - n_nic) + (n_nic - 1) / 2, 0.0) * b
+    via_nic_only = np.where(nvlink, (n_nic - 1) / 2, n_nic - 1) * b
+    fabric = np.where(nvlink, p - n_server, p - n_nic) * b
+    flat = members.ravel()
+    for name, values in (("nvl_up", via_nvlink), ("nvl_down", via_nvlink)):
+        agg[name] += np.bincount(flat, values.ravel(), n)
+    for name in ("pcie_up", "pcie_down"):
+        agg[name] += np.bincount(flat, (via_nic_only + fabric).ravel(), n)
+    for name in ("nic_out", "nic_in"):
+        agg[name] += np.bincount(nics.ravel(), fabric.ravel(), n)
+    for plane in range(ix.planes):
+        leaves = ix.leaf_of_nic[plane, nics]
+        n_leaf = _members_alike(members, leaves)
+        cross = ((p - n_leaf) * b / ix.planes).ravel()
+        agg["leaf_out"] += np.bincount(leaves.ravel(), cross, n)
+        agg["leaf_in"] += np.bincount(leaves.ravel(), cross, n)
+        pods = plane * ix.pods + topology.pod[leaves]
+        n_pod = _members_alike(members, pods)
+        far = ((p - n_pod) * b / ix.planes).ravel()
+        pod_out += np.bincount(pods.ravel(), far, pod_out.size)
+        pod_in += np.bincount(pods.ravel(), far, pod_in.size)

@@ -1,0 +1,91 @@
+"""``ecmp-hash``: every flow (or each of its ``qps`` queue pairs) takes ONE shortest path, picked hop by
+hop by a seeded hash, as switches hash a flow's header onto one member of the ECMP group.
+
+Same shortest-path next hops as ``ecmp``; where ``ecmp`` splits a flow evenly, here the whole flow (or
+its queue pair's share) lands on one next hop, so flows collide. Over many queue pairs the load tends
+to the ``ecmp`` split; over seeds it shows the spread real fabrics see. The hash is a deterministic
+function of (seed, flow, queue pair, hop), so results repeat exactly for a given seed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..topology import Topology
+from . import EngineRefused
+from .ecmp import Routed, adjacency, distances_to
+from .traffic import Demand
+
+MAX_FLOWS = 20_000_000
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer: a well-spread 64-bit hash of uint64 values."""
+    x = (x + np.uint64(0x9E3779B97F4A7C15)) & _MASK64
+    x = ((x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _MASK64
+    x = ((x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _MASK64
+    return x ^ (x >> np.uint64(31))
+
+
+def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
+          arc_mask: np.ndarray | None = None) -> Routed:
+    src, dst, size = demand.pairs()
+    flows = src.size * qps
+    if flows > MAX_FLOWS:
+        raise EngineRefused(f"ecmp-hash would follow {flows:,} flows (more than {MAX_FLOWS:,}); "
+                         "use ecmp for this workload or fewer queue pairs")
+    n, m = topology.num_nodes, topology.num_arcs
+    load = np.zeros(m)
+    routed = Routed(load)
+    if src.size == 0:
+        return routed
+    usable = np.ones(m, dtype=bool) if arc_mask is None else arc_mask
+    adj = adjacency(topology, usable)
+    # out-arcs of every node, as CSR over arc ids
+    arcs = np.flatnonzero(usable)
+    order = np.argsort(topology.src[arcs], kind="stable")
+    out_arcs = arcs[order]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(topology.src[out_arcs], minlength=n))])
+    max_degree = int(np.diff(indptr).max(initial=0))
+
+    flow_src = np.repeat(src, qps)
+    flow_dst = np.repeat(dst, qps)
+    flow_bytes = np.repeat(size / qps, qps)
+    flow_id = np.arange(flows, dtype=np.uint64)
+    targets_all = np.unique(flow_dst)
+    block = max(1, min(targets_all.size, (256 * 2**20) // (n * 8)))
+    for start in range(0, targets_all.size, block):
+        targets = targets_all[start:start + block]
+        dist, _outdeg = distances_to(adj, targets)
+        col_of = np.full(n, -1, dtype=np.int64)
+        col_of[targets] = np.arange(targets.size)
+        mine = np.flatnonzero(col_of[flow_dst] >= 0)
+        col = col_of[flow_dst[mine]]
+        here = flow_src[mine].copy()
+        lost = dist[here, col] < 0
+        if lost.any():
+            routed.unreachable_pairs += int(lost.sum()) // qps
+            routed.unreachable_bytes += float(flow_bytes[mine][lost].sum())
+        active = ~lost
+        hop = 0
+        while active.any():
+            idx = np.flatnonzero(active)
+            u, c = here[idx], col[idx]
+            level = dist[u, c]
+            # candidate out-arcs, position by position, that step one level closer
+            positions = np.arange(max_degree)
+            starts, degree = indptr[u], indptr[u + 1] - indptr[u]
+            valid = positions[None, :] < degree[:, None]
+            cand = out_arcs[np.minimum(starts[:, None] + positions[None, :], out_arcs.size - 1)]
+            good = valid & (dist[topology.dst[cand], c[:, None]] == (level - 1)[:, None])
+            count = good.sum(axis=1)
+            key = (np.uint64(seed) * np.uint64(0x100000001B3)) ^ (flow_id[mine][idx] << np.uint64(8)) ^ np.uint64(hop)
+            pick = (_mix(key) % count.astype(np.uint64)).astype(np.int64)
+            rank = np.cumsum(good, axis=1) - 1
+            chosen = cand[np.arange(idx.size), np.argmax(good & (rank == pick[:, None]), axis=1)]
+            load += np.bincount(chosen, weights=flow_bytes[mine][idx], minlength=m)
+            here[idx] = topology.dst[chosen]
+            active[idx] = dist[here[idx], c] > 0
+            hop += 1
+    return routed
