@@ -79,12 +79,15 @@ def _networkx_ecmp(topology, src, dst, size):
     for arc, (a, b) in enumerate(zip(topology.src, topology.dst)):
         graph.add_edge(int(a), int(b), key=arc)
     load = np.zeros(topology.num_arcs)
+    gpus = set(topology.gpus.tolist())
     for s, t, w in zip(src, dst, size):
-        to_t = nx.single_target_shortest_path_length(graph, int(t))
-        for path in nx.all_shortest_paths(graph, int(s), int(t)):
+        # GPUs do not relay: only the source's and the destination's GPU links may be used
+        view = nx.subgraph_view(graph, filter_node=lambda x: x not in gpus or x in (int(s), int(t)))
+        to_t = nx.single_target_shortest_path_length(view, int(t))
+        for path in nx.all_shortest_paths(view, int(s), int(t)):
             weight = 1.0
             for u, v in itertools.pairwise(path):
-                on_path = [k for _, x, k in graph.out_edges(u, keys=True) if to_t.get(x, -9) == to_t[u] - 1]
+                on_path = [k for _, x, k in view.out_edges(u, keys=True) if to_t.get(x, -9) == to_t[u] - 1]
                 weight *= len(graph[u][v]) / len(on_path)
             for u, v in itertools.pairwise(path):
                 for arc in graph[u][v]:

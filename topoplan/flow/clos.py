@@ -12,8 +12,8 @@ down-arcs. So every arc's load follows from how much traffic leaves or enters ea
   up-arcs; and the mirror images downwards.
 
 Traffic is aggregated per subtree with ``bincount``, all-to-all groups by member counts per subtree, so
-no host pair is enumerated. The engine accepts a topology only where this is exact (family ``clos``, one
-NIC port per plane, each NVLink server's NICs under one leaf, all links up); ``accepts`` says why not.
+no host pair is enumerated. The engine accepts a topology only where this is exact (a tree of GPU, NIC,
+leaf, spine and core links, one NIC port per plane, all links up); ``accepts`` says why not.
 Tests hold it equal to ``ecmp`` on every instance it accepts.
 """
 
@@ -88,15 +88,6 @@ def _index(topology: Topology) -> ClosIndex | str:
     leaf_of_nic[topology.plane[dst[nic_up]], src[nic_up]] = dst[nic_up]
     if (leaf_of_nic[:, nics] < 0).any():
         return "a NIC has two ports in one plane"
-    # every NVLink server's NICs under one leaf (otherwise NVLink detours tie with fabric paths)
-    gpus = topology.gpus
-    with_nvlink = gpus[nvlink[gpus]]
-    if with_nvlink.size:
-        server, leaf = topology.server[with_nvlink], leaf_of_nic[0, nic_of_gpu[with_nvlink]]
-        first = np.full(server.max() + 1, -1, dtype=np.int64)
-        first[server] = leaf
-        if (first[server] != leaf).any():
-            return "a server's NICs straddle two leaves"
     up_arcs = np.bincount(src[(category == LEAF_UP) | (category == SPINE_UP)], minlength=n)
     down_arcs = np.bincount(dst[(category == LEAF_DOWN) | (category == SPINE_DOWN)], minlength=n)
     pods = int(topology.pod[topology.kind == KIND["switch"]].max(initial=0)) + 1

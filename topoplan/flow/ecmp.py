@@ -3,7 +3,8 @@
 Routing semantics (shared with ``clos`` and ``ecmp-hash``): paths are shortest in links (hops); at every
 node, the traffic for a destination splits equally over the node's out-arcs that lie on a shortest path
 to it (per next-hop link, as a switch's ECMP group does; parallel links are separate next hops).
-Forwarding through a server's NVLink domain counts as hops like any other link.
+GPUs are endpoints and never relay other GPUs' traffic; where a collective library forwards through a
+peer GPU (NCCL's PXN), the traffic model says so explicitly (``traffic.apply_pxn``).
 
 Algorithm, per block of destinations at once (``N x B`` dense matrices, ``A`` the sparse arc-count
 adjacency): a level-synchronous BFS towards the destinations gives each node its distance and its
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..topology import Topology
+from ..topology import KIND, Topology
 from .traffic import Demand
 
 # dense working set per destination block: about 5 matrices of N x B float64/float32
@@ -36,6 +37,11 @@ class Routed:
     unreachable_bytes: float = 0.0
 
 
+def relays(topology: Topology) -> np.ndarray:
+    """Nodes that forward traffic for others: everything but GPUs."""
+    return topology.kind != KIND["gpu"]
+
+
 def adjacency(topology: Topology, arc_mask: np.ndarray | None = None) -> sp.csr_matrix:
     """``A[u, v]`` = number of (usable) arcs from u to v."""
     src, dst = topology.src, topology.dst
@@ -45,9 +51,10 @@ def adjacency(topology: Topology, arc_mask: np.ndarray | None = None) -> sp.csr_
     return sp.csr_matrix((np.ones(src.size, dtype=np.float32), (src, dst)), shape=(n, n))
 
 
-def distances_to(adj: sp.csr_matrix, targets: np.ndarray):
+def distances_to(adj: sp.csr_matrix, targets: np.ndarray, relay: np.ndarray):
     """Hop distance from every node to each target (``N x B`` int16, -1 unreachable) and, for each node,
-    the number of its out-arcs on a shortest path to the target (``N x B`` float32)."""
+    the number of its out-arcs on a shortest path to the target (``N x B`` float32). Only nodes marked
+    in ``relay`` forward traffic (besides the target itself)."""
     n, b = adj.shape[0], targets.size
     dist = np.full((n, b), -1, dtype=np.int16)
     outdeg = np.zeros((n, b), dtype=np.float32)
@@ -64,7 +71,7 @@ def distances_to(adj: sp.csr_matrix, targets: np.ndarray):
             return dist, outdeg
         dist[new] = level
         outdeg[new] = reach[new]
-        frontier = new.astype(np.float32)
+        frontier = (new & relay[:, None]).astype(np.float32)
 
 
 def _injection(demand: Demand, targets: np.ndarray, n: int, a2a_group_of: np.ndarray | None) -> np.ndarray:
@@ -96,6 +103,7 @@ def route(topology: Topology, demand: Demand, arc_mask: np.ndarray | None = None
     if targets_all.size == 0:
         return Routed(load)
     adj = adjacency(topology, arc_mask)
+    relay = relays(topology)
     usable = np.ones(m, dtype=bool) if arc_mask is None else arc_mask
     arcs = np.flatnonzero(usable)
     src, dst = topology.src[arcs], topology.dst[arcs]
@@ -109,21 +117,22 @@ def route(topology: Topology, demand: Demand, arc_mask: np.ndarray | None = None
     for start in range(0, targets_all.size, block):
         targets = targets_all[start:start + block]
         x = _injection(demand, targets, n, a2a_group_of)
-        dist, outdeg = distances_to(adj, targets)
+        dist, outdeg = distances_to(adj, targets, relay)
         lost = (dist < 0) & (x > 0)
         if lost.any():
             routed.unreachable_bytes += float(x[lost].sum())
             routed.unreachable_pairs += _count_lost_pairs(demand, targets, dist, a2a_group_of)
             x[lost] = 0.0
+        forwards = relay[:, None] | (dist == 0)  # a next hop must relay, or be the destination
         for level in range(int(dist.max()), 0, -1):
             at_level = dist == level
             share = np.where(at_level, x / np.where(at_level, outdeg, 1.0), 0.0)
             received = adj.T @ share
-            x += np.where(dist == level - 1, received, 0.0)
+            x += np.where((dist == level - 1) & forwards, received, 0.0)
         share = np.divide(x, outdeg, out=np.zeros_like(x), where=outdeg > 0)
         for lo in range(0, arcs.size, arc_chunk):
             s, d = src[lo:lo + arc_chunk], dst[lo:lo + arc_chunk]
-            on_path = dist[d] == dist[s] - 1
+            on_path = (dist[d] == dist[s] - 1) & forwards[d]
             load[arcs[lo:lo + arc_chunk]] += (share[s] * on_path).sum(axis=1)
     return routed
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..topology import Topology
 from . import EngineRefused
-from .ecmp import Routed, adjacency, distances_to
+from .ecmp import Routed, adjacency, distances_to, relays
 from .traffic import Demand
 
 MAX_FLOWS = 20_000_000
@@ -42,6 +42,7 @@ def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
         return routed
     usable = np.ones(m, dtype=bool) if arc_mask is None else arc_mask
     adj = adjacency(topology, usable)
+    relay = relays(topology)
     # out-arcs of every node, as CSR over arc ids
     arcs = np.flatnonzero(usable)
     order = np.argsort(topology.src[arcs], kind="stable")
@@ -57,7 +58,7 @@ def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     block = max(1, min(targets_all.size, (256 * 2**20) // (n * 8)))
     for start in range(0, targets_all.size, block):
         targets = targets_all[start:start + block]
-        dist, _outdeg = distances_to(adj, targets)
+        dist, _outdeg = distances_to(adj, targets, relay)
         col_of = np.full(n, -1, dtype=np.int64)
         col_of[targets] = np.arange(targets.size)
         mine = np.flatnonzero(col_of[flow_dst] >= 0)
@@ -78,7 +79,9 @@ def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
             starts, degree = indptr[u], indptr[u + 1] - indptr[u]
             valid = positions[None, :] < degree[:, None]
             cand = out_arcs[np.minimum(starts[:, None] + positions[None, :], out_arcs.size - 1)]
-            good = valid & (dist[topology.dst[cand], c[:, None]] == (level - 1)[:, None])
+            head = topology.dst[cand]
+            head_level = dist[head, c[:, None]]
+            good = valid & (head_level == (level - 1)[:, None]) & (relay[head] | (head_level == 0))
             count = good.sum(axis=1)
             key = (np.uint64(seed) * np.uint64(0x100000001B3)) ^ (flow_id[mine][idx] << np.uint64(8)) ^ np.uint64(hop)
             pick = (_mix(key) % count.astype(np.uint64)).astype(np.int64)
