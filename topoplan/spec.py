@@ -68,6 +68,8 @@ DESIGN_SCHEMA = Obj({
         "oversubscription": Key(OneOf((_RATIO, Map(TIER_NAMES[:2], _RATIO))), False, 1),
         "planes": Key(Int(minimum=1, maximum=8, doc="parallel fabric planes, one NIC port each"), False, 1),
         "scalable_unit": Key(Int(minimum=1, doc="servers per scalable unit"), False),
+        "leaf_uplinks": Key(Int(minimum=1, doc="up ports per leaf; the rest point down (overrides the ratio)"),
+                            False),
         "aggregation": Key(Enum(("any-to-any", "same-rail")), False, "any-to-any"),
         "cabling": Key(Map(TIER_NAMES, Enum(REACH_CLASSES)), False),
     }), True),
@@ -111,6 +113,7 @@ class Fabric:
     oversubscription: dict  # tier name -> ratio (leaf, spine)
     planes: int = 1
     scalable_unit: int | None = None
+    leaf_uplinks: int | None = None
     aggregation: str = "any-to-any"
     cabling: dict = field(default_factory=lambda: dict(DEFAULT_CABLING))
 
@@ -233,9 +236,6 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
         if fabric["topology"] == "railx":
             ctx.error(("fabric", "topology"), "the railx generator is not available in this version",
                       "use fat-tree for now")
-        elif fabric["topology"] in ("rail-optimized", "rail-only"):
-            ctx.error(("fabric", "topology"), f"the {fabric['topology']} generator is not available in this version",
-                      "use fat-tree for now")
 
     if ctx.problems or has_missing(c):
         return {}
@@ -248,7 +248,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
     cabling = dict(DEFAULT_CABLING)
     cabling.update(fabric["cabling"] or {})
     fab = Fabric(topology=fabric["topology"], switch=switch_ids, tiers=fabric["tiers"], oversubscription=over,
-                 planes=fabric["planes"], scalable_unit=fabric["scalable_unit"],
+                 planes=fabric["planes"], scalable_unit=fabric["scalable_unit"], leaf_uplinks=fabric["leaf_uplinks"],
                  aggregation=fabric["aggregation"], cabling=cabling)
     workload = _workload(c["workload"] or {}, gpus, ctx)
     targets = c["targets"] or {}

@@ -45,6 +45,7 @@ class ClosIndex:
     down_arcs: np.ndarray     # per node: number of down-arcs arriving from the tier above
     spines_in_pod: np.ndarray  # per pod key (plane * pods + pod)
     pods: int
+    isolated_pods: bool       # no core: leaves of different pods cannot reach each other
 
 
 def _index(topology: Topology) -> ClosIndex | str:
@@ -93,7 +94,9 @@ def _index(topology: Topology) -> ClosIndex | str:
     pods = int(topology.pod[topology.kind == KIND["switch"]].max(initial=0)) + 1
     spines = np.flatnonzero((kind == KIND["switch"]) & (tier == 1))
     spines_in_pod = np.bincount(topology.plane[spines] * pods + topology.pod[spines], minlength=planes * pods)
-    return ClosIndex(planes, category, nic_of_gpu, nvlink, leaf_of_nic, up_arcs, down_arcs, spines_in_pod, pods)
+    isolated = pods > 1 and not (category == SPINE_UP).any()
+    return ClosIndex(planes, category, nic_of_gpu, nvlink, leaf_of_nic, up_arcs, down_arcs, spines_in_pod, pods,
+                     isolated)
 
 
 _CACHE: dict = {}
@@ -125,9 +128,9 @@ def route(topology: Topology, demand: Demand) -> Routed:
     pod_in = np.zeros(ix.planes * ix.pods)
     src, dst, size = demand.src, demand.dst, demand.bytes
     keep = src != dst
-    _add_pairs(topology, ix, src[keep], dst[keep], size[keep], agg, pod_out, pod_in)
+    unreachable = _add_pairs(topology, ix, src[keep], dst[keep], size[keep], agg, pod_out, pod_in)
     if demand.has_a2a:
-        _add_all_to_all(topology, ix, demand.a2a_members, demand.a2a_bytes, agg, pod_out, pod_in)
+        unreachable += _add_all_to_all(topology, ix, demand.a2a_members, demand.a2a_bytes, agg, pod_out, pod_in)
 
     cat, s, d = ix.category, topology.src, topology.dst
     load = np.zeros(topology.num_arcs)
@@ -149,13 +152,14 @@ def route(topology: Topology, demand: Demand) -> Routed:
     load[arcs] = pod_out[pod_key[s[arcs]]] / ix.spines_in_pod[pod_key[s[arcs]]] / ix.up_arcs[s[arcs]]
     arcs = cat == SPINE_DOWN
     load[arcs] = pod_in[pod_key[d[arcs]]] / ix.spines_in_pod[pod_key[d[arcs]]] / ix.down_arcs[d[arcs]]
-    return Routed(load)
+    return Routed(load, unreachable_pairs=unreachable)
 
 
-def _add_pairs(topology, ix: ClosIndex, a, b, w, agg, pod_out, pod_in) -> None:
+def _add_pairs(topology, ix: ClosIndex, a, b, w, agg, pod_out, pod_in) -> int:
+    """Add explicit flows; returns the number that cannot be routed."""
     n = topology.num_nodes
     if a.size == 0:
-        return
+        return 0
     nic_a, nic_b = ix.nic_of_gpu[a], ix.nic_of_gpu[b]
     same_server = topology.server[a] == topology.server[b]
     same_nic = nic_a == nic_b
@@ -163,7 +167,11 @@ def _add_pairs(topology, ix: ClosIndex, a, b, w, agg, pod_out, pod_in) -> None:
     tie = nvlink & same_nic                       # NVLink and the shared NIC: two equal 2-hop paths
     via_nvlink = np.where(tie, 0.5 * w, np.where(nvlink, w, 0.0))
     via_nic_only = np.where(tie, 0.5 * w, np.where(same_nic, w, 0.0))
-    fabric = np.where(nvlink | same_nic, 0.0, w)
+    lost = np.zeros(a.size, dtype=bool)
+    if ix.isolated_pods:
+        pods = topology.pod[ix.leaf_of_nic[0]]
+        lost = ~(nvlink | same_nic) & (pods[nic_a] != pods[nic_b])
+    fabric = np.where(nvlink | same_nic | lost, 0.0, w)
     agg["nvl_up"] += np.bincount(a, via_nvlink, n)
     agg["nvl_down"] += np.bincount(b, via_nvlink, n)
     agg["pcie_up"] += np.bincount(a, via_nic_only + fabric, n)
@@ -181,6 +189,7 @@ def _add_pairs(topology, ix: ClosIndex, a, b, w, agg, pod_out, pod_in) -> None:
         far = np.where(pod_a != pod_b, share, 0.0)
         pod_out += np.bincount(pod_a, far, pod_out.size)
         pod_in += np.bincount(pod_b, far, pod_in.size)
+    return int(lost.sum())
 
 
 def _members_alike(groups: np.ndarray, unit: np.ndarray) -> np.ndarray:
@@ -191,32 +200,41 @@ def _members_alike(groups: np.ndarray, unit: np.ndarray) -> np.ndarray:
     return counts[inverse].reshape(g, p)
 
 
-def _add_all_to_all(topology, ix: ClosIndex, members, b: float, agg, pod_out, pod_in) -> None:
+def _add_all_to_all(topology, ix: ClosIndex, members, b: float, agg, pod_out, pod_in) -> int:
+    """Add all-to-all groups by member counts per subtree; returns the number of unroutable pairs."""
     n = topology.num_nodes
     p = members.shape[1]
     nics = ix.nic_of_gpu[members]
-    n_server = _members_alike(members, topology.server[members])
+    servers = topology.server[members]
+    n_server = _members_alike(members, servers)
     n_nic = _members_alike(members, nics)
     nvlink = ix.nvlink[members]
+
+    def leaving(unit):
+        """Per member: fabric pairs to members outside its unit (same-server NVLink pairs excluded)."""
+        n_unit = _members_alike(members, unit)
+        n_server_unit = _members_alike(members, servers * (int(unit.max()) + 1) + unit)
+        return (p - n_unit) - np.where(nvlink, n_server - n_server_unit, 0)
+
+    lost = leaving(topology.pod[ix.leaf_of_nic[0, nics]]) if ix.isolated_pods else np.zeros_like(n_server)
     # per member: bytes over NVLink, over PCIe to a shared NIC only, and into the fabric
     via_nvlink = np.where(nvlink, (n_server - n_nic) + (n_nic - 1) / 2, 0.0) * b
     via_nic_only = np.where(nvlink, (n_nic - 1) / 2, n_nic - 1) * b
-    fabric = np.where(nvlink, p - n_server, p - n_nic) * b
+    fabric = (np.where(nvlink, p - n_server, p - n_nic) - lost) * b
     flat = members.ravel()
-    for name, values in (("nvl_up", via_nvlink), ("nvl_down", via_nvlink)):
-        agg[name] += np.bincount(flat, values.ravel(), n)
+    for name in ("nvl_up", "nvl_down"):
+        agg[name] += np.bincount(flat, via_nvlink.ravel(), n)
     for name in ("pcie_up", "pcie_down"):
         agg[name] += np.bincount(flat, (via_nic_only + fabric).ravel(), n)
     for name in ("nic_out", "nic_in"):
         agg[name] += np.bincount(nics.ravel(), fabric.ravel(), n)
     for plane in range(ix.planes):
         leaves = ix.leaf_of_nic[plane, nics]
-        n_leaf = _members_alike(members, leaves)
-        cross = ((p - n_leaf) * b / ix.planes).ravel()
+        cross = ((leaving(leaves) - lost) * b / ix.planes).ravel()
         agg["leaf_out"] += np.bincount(leaves.ravel(), cross, n)
         agg["leaf_in"] += np.bincount(leaves.ravel(), cross, n)
         pods = plane * ix.pods + topology.pod[leaves]
-        n_pod = _members_alike(members, pods)
-        far = ((p - n_pod) * b / ix.planes).ravel()
+        far = ((leaving(pods) - lost) * b / ix.planes).ravel()
         pod_out += np.bincount(pods.ravel(), far, pod_out.size)
         pod_in += np.bincount(pods.ravel(), far, pod_in.size)
+    return int(lost.sum())

@@ -24,7 +24,7 @@ from ..catalog import Catalog
 from ..spec import Design
 from ..topology import KIND, LINK_TIER, MEDIUM, Topology
 from . import engine_for, route
-from .traffic import CollectivePlan, plan_workload
+from .traffic import CollectivePlan, apply_pxn, plan_workload
 
 ARC_CLASSES = ("nvlink", "pcie", "leaf", "spine", "core", "ocs")
 
@@ -139,18 +139,20 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, alpha: np.ndarray, e
                   seeds: int = 8, qps: int = 1, arc_mask: np.ndarray | None = None) -> CollectiveResult:
     classes = arc_classes(topology)
     actual = engine_for(topology, engine, arc_mask)
+    pxn = bool(topology.hierarchy.get("pxn"))
+    demands = [apply_pxn(topology, phase.demand) if pxn else phase.demand for phase in plan.phases]
     if actual != "ecmp-hash":
         phases = []
-        for phase in plan.phases:
-            routed = route(topology, phase.demand, actual, arc_mask=arc_mask)
+        for phase, demand in zip(plan.phases, demands):
+            routed = route(topology, demand, actual, arc_mask=arc_mask)
             phases.append(phase_result(topology, classes, alpha, routed.load, phase.label, phase.steps,
                                        routed.unreachable_pairs))
         return CollectiveResult(plan, actual, phases)
     per_seed = []
     for seed in range(seeds):
         phases = []
-        for phase in plan.phases:
-            routed = route(topology, phase.demand, "ecmp-hash", seed=seed, qps=qps, arc_mask=arc_mask)
+        for phase, demand in zip(plan.phases, demands):
+            routed = route(topology, demand, "ecmp-hash", seed=seed, qps=qps, arc_mask=arc_mask)
             phases.append(phase_result(topology, classes, alpha, routed.load, phase.label, phase.steps,
                                        routed.unreachable_pairs))
         per_seed.append(CollectiveResult(plan, actual, phases))

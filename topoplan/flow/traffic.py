@@ -211,5 +211,38 @@ def _hierarchical_allreduce(topology: Topology, members: np.ndarray, S: float) -
             Phase("intra-server all-gather", intra, g - 1)]
 
 
+# all-to-all groups are expanded into pairs for PXN up to this many pairs
+MAX_PXN_PAIRS = 40_000_000
+
+
+def apply_pxn(topology: Topology, demand: Demand) -> Demand:
+    """NCCL's PXN on rail fabrics: a flow between servers whose GPUs sit on different rails first moves
+    over NVLink to the GPU of the source's server on the destination's rail, then crosses the fabric on
+    that rail. Servers without NVLink, and flows already on one rail, are left as they are."""
+    from ..topology import KIND
+
+    gpus = topology.gpus
+    server, rail = topology.server, topology.rail
+    nvlink = np.zeros(topology.num_nodes, dtype=bool)
+    nvlink[topology.src[topology.kind[topology.dst] == KIND["nvswitch"]]] = True
+    rails = int(rail[gpus].max()) + 1
+    relay_of = np.full((int(server[gpus].max()) + 1) * rails, -1, dtype=np.int64)
+    relay_of[(server[gpus] * rails + rail[gpus])[::-1]] = gpus[::-1]  # first GPU of each (server, rail)
+    if demand.has_a2a:
+        members = demand.a2a_members
+        if (rail[members] == rail[members][:, :1]).all() or members.size * members.shape[1] > MAX_PXN_PAIRS:
+            pairs = Demand(demand.src, demand.dst, demand.bytes)
+            rest = Demand(a2a_members=members, a2a_bytes=demand.a2a_bytes)
+            return merge([apply_pxn(topology, pairs), rest])
+        demand = Demand(*demand.pairs())
+    a, b, w = demand.src, demand.dst, demand.bytes
+    move = (server[a] != server[b]) & (rail[a] != rail[b]) & nvlink[a]
+    if not move.any():
+        return demand
+    relay = relay_of[server[a[move]] * rails + rail[b[move]]]
+    return Demand(np.concatenate([a[~move], a[move], relay]), np.concatenate([b[~move], relay, b[move]]),
+                  np.concatenate([w[~move], w[move], w[move]]))
+
+
 def plan_workload(topology: Topology, design: Design) -> list[CollectivePlan]:
     return [plan_collective(topology, design, c) for c in design.workload.collectives]

@@ -9,9 +9,9 @@ from ..topology import Topology
 
 def generate(design: Design, catalog: Catalog) -> Topology:
     """Build the topology the design's ``fabric.topology`` names."""
-    from . import clos
+    from . import clos, rail
 
-    families = {"fat-tree": clos.generate}
+    families = {"fat-tree": clos.generate, "rail-optimized": rail.generate, "rail-only": rail.generate}
     try:
         family = families[design.fabric.topology]
     except KeyError:

@@ -47,6 +47,15 @@ def split_ports(radix: int, ratio: float) -> tuple[int, int]:
     return down, radix - down
 
 
+def leaf_split(radix: int, ratio: float, uplinks: int | None) -> tuple[int, int]:
+    """(down, up) ports of a leaf: ``uplinks`` when given, else from the oversubscription ratio."""
+    if uplinks is None:
+        return split_ports(radix, ratio)
+    if uplinks >= radix:
+        raise ValueError(f"{uplinks} uplinks leave no down ports on a {radix}-port leaf")
+    return radix - uplinks, uplinks
+
+
 def smallest_divisor_at_least(n: int, low: float) -> int:
     """Smallest divisor of ``n`` that is >= ``low`` (``n`` itself at worst)."""
     for d in range(max(1, math.ceil(low - 1e-9)), n + 1):
@@ -88,9 +97,10 @@ def max_endpoints(tiers: int, radix: tuple, down: tuple) -> int:
     return radix[2] * down[1] * down[0]
 
 
-def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None) -> ClosPlan:
+def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None, leaf_uplinks: int | None = None
+              ) -> ClosPlan:
     """Size one plane; ``tiers=None`` picks the fewest that fit. Raises ``ValueError`` with the reason."""
-    d1, u1 = split_ports(radix[0], ratios[0])
+    d1, u1 = leaf_split(radix[0], ratios[0], leaf_uplinks)
     d2, u2 = split_ports(radix[1], ratios[1])
     if d1 < 1 or u1 < 1:
         raise ValueError(f"a {radix[0]}-port leaf cannot be split {ratios[0]:g}:1")
@@ -131,7 +141,7 @@ def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int
     radix = tuple(m.radix_at(link_gbps)[0] for m in models)
     ratios = (fabric.oversubscription["leaf"], fabric.oversubscription["spine"])
     try:
-        plan = plan_clos(endpoints, radix, ratios, fabric.tiers)
+        plan = plan_clos(endpoints, radix, ratios, fabric.tiers, fabric.leaf_uplinks)
     except _TooSmall as err:
         words = {1: "a single-switch", 2: "a two-tier", 3: "a three-tier"}[err.tiers]
         per_plane = f" per plane ({fabric.planes} planes)" if fabric.planes > 1 else ""
@@ -143,7 +153,8 @@ def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int
                                 f"at {err.limit:,} NIC ports{per_plane}; this design needs {endpoints:,}",
                                 hint) from None
     except ValueError as err:
-        raise design.infeasible("fabric.oversubscription", str(err), "use a ratio the port count allows") from None
+        where = "fabric.leaf_uplinks" if fabric.leaf_uplinks else "fabric.oversubscription"
+        raise design.infeasible(where, str(err), "use a split the port count allows") from None
     if plan.tiers < 3 and fabric.oversubscription["spine"] != 1:
         raise design.infeasible("fabric.oversubscription.spine",
                                 f"the spine is the top tier of this {plan.tiers}-tier fabric and has no uplinks",
@@ -171,8 +182,10 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     hosts = add_hosts(builder, design, catalog, link_gbps)
     cabling = design.fabric.cabling
     models = {t: design.fabric.switch[t] for t in TIER_NAMES}
+    endpoint_leaf = np.arange(plan.endpoints, dtype=np.int64) // plan.down[0]
+    leaf_pod = np.arange(plan.leaves, dtype=np.int32) // plan.leaves_per_pod
     for plane in range(planes):
-        _add_plane(builder, plan, plane, planes, hosts, models, link_gbps, cabling)
+        add_tree(builder, plan, plane, hosts.endpoints[plane], endpoint_leaf, leaf_pod, models, link_gbps, cabling)
 
     bisection = planes * clos_bisection_gbps(plan, link_gbps)
     hierarchy = {
@@ -199,35 +212,33 @@ def _check_size(design: Design, plan: ClosPlan, server, planes: int) -> None:
                                 f"memory ({MAX_ARCS // 2:,})", "model one pod or plane of it")
 
 
-def _add_plane(builder: TopologyBuilder, plan: ClosPlan, plane: int, planes: int, hosts, models: dict,
-               link_gbps: float, cabling: dict) -> None:
+def add_tree(builder: TopologyBuilder, plan: ClosPlan, plane: int, endpoints: np.ndarray, endpoint_leaf: np.ndarray,
+             leaf_pod: np.ndarray, models: dict, link_gbps: float, cabling: dict, leaf_rail=-1) -> None:
+    """Add one plane's switches and links: ``plan.leaves`` leaves (endpoint ``e`` on leaf
+    ``endpoint_leaf[e]``, leaf ``l`` in pod ``leaf_pod[l]``); with 2 or more tiers, every pod has
+    ``plan.spines_per_pod`` spines and each leaf ``plan.leaf_spine_links`` links to each spine of its pod;
+    with 3 tiers, spine ``j`` of every pod links to core group ``j`` (``plan.cores_per_group`` cores,
+    ``plan.spine_core_links`` links to each)."""
     prefix = f"p{plane}."
-    leaf_pod = np.arange(plan.leaves, dtype=np.int32) // plan.leaves_per_pod
     leaves = builder.add_nodes("switch", plan.leaves, prefix + "leaf", tier=0, model=models["leaf"],
-                               plane=plane, pod=leaf_pod)
-    endpoint_leaf = np.arange(plan.endpoints, dtype=np.int64) // plan.down[0]
-    tier = "leaf"
-    builder.add_links(hosts.endpoints[plane], leaves[endpoint_leaf], link_gbps, cable_latency_ns(cabling[tier]),
-                      medium_for(cabling[tier]), tier)
+                               plane=plane, pod=leaf_pod, rail=leaf_rail)
+    builder.add_links(endpoints, leaves[endpoint_leaf], link_gbps, cable_latency_ns(cabling["leaf"]),
+                      medium_for(cabling["leaf"]), "leaf")
     if plan.tiers == 1:
         return
-    if plan.tiers == 2:
-        spines = builder.add_nodes("switch", plan.spines, prefix + "spine", tier=1, model=models["spine"],
-                                   plane=plane, pod=0)
-        per_leaf = plan.spines * plan.leaf_spine_links
-        a = np.repeat(leaves, per_leaf)
-        b = np.tile(np.repeat(spines, plan.leaf_spine_links), plan.leaves)
-        builder.add_links(a, b, link_gbps, cable_latency_ns(cabling["spine"]), medium_for(cabling["spine"]), "spine")
-        return
-    spine_pod = np.arange(plan.spines, dtype=np.int32) // plan.spines_per_pod
+    per_pod = plan.spines_per_pod
+    spine_pod = np.arange(plan.spines, dtype=np.int32) // per_pod
     spines = builder.add_nodes("switch", plan.spines, prefix + "spine", tier=1, model=models["spine"],
                                plane=plane, pod=spine_pod)
-    a = np.repeat(leaves, plan.spines_per_pod)
-    b = spines[np.repeat(leaf_pod.astype(np.int64), plan.spines_per_pod) * plan.spines_per_pod
-               + np.tile(np.arange(plan.spines_per_pod), plan.leaves)]
+    per_leaf = per_pod * plan.leaf_spine_links
+    a = np.repeat(leaves, per_leaf)
+    b = spines[np.repeat(leaf_pod.astype(np.int64), per_leaf) * per_pod
+               + np.tile(np.repeat(np.arange(per_pod), plan.leaf_spine_links), plan.leaves)]
     builder.add_links(a, b, link_gbps, cable_latency_ns(cabling["spine"]), medium_for(cabling["spine"]), "spine")
+    if plan.tiers == 2:
+        return
     cores = builder.add_nodes("switch", plan.cores, prefix + "core", tier=2, model=models["core"], plane=plane)
-    group = np.arange(plan.spines, dtype=np.int64) % plan.spines_per_pod
+    group = np.arange(plan.spines, dtype=np.int64) % per_pod
     per_spine = plan.cores_per_group * plan.spine_core_links
     a = np.repeat(spines, per_spine)
     b = cores[np.repeat(group, per_spine) * plan.cores_per_group

@@ -2,7 +2,7 @@
 
 Per server (``g`` GPUs, ``n`` NICs of ``p`` ports each):
 
-* ``g`` GPU nodes (group ``rail`` = the GPU's index in its server), one ``nvswitch`` node standing for
+* ``g`` GPU nodes (group ``rail`` = the index of the NIC serving the GPU), one ``nvswitch`` node standing for
   the server's NVLink domain when the server has NVLink (one GPU-NVSwitch link per GPU at the GPU's
   one-direction NVLink rate; the switch itself is non-blocking), and ``n`` NIC nodes (``rail`` = NIC index);
 * one PCIe link from each GPU to the NIC that serves it (``gpu_nics`` in the catalog), at the raw
@@ -72,8 +72,9 @@ def add_hosts(builder: TopologyBuilder, design: Design, catalog: Catalog, link_g
     nic = catalog.nics[server.nic]
     S, g, n, p, planes = design.cluster.servers, server.gpus, server.nics, nic.ports, design.fabric.planes
     gpu_server = np.repeat(np.arange(S, dtype=np.int32), g)
+    # a GPU's rail is the NIC (index in its server) that serves it
     gpus = builder.add_nodes("gpu", S * g, "gpu", model=None, server=gpu_server,
-                             rail=np.tile(np.arange(g, dtype=np.int32), S))
+                             rail=np.tile(np.asarray(server.gpu_nics, dtype=np.int32), S))
     if server.nvlink_gbps > 0:
         domains = builder.add_nodes("nvswitch", S, "nvlink", server=np.arange(S, dtype=np.int32))
         builder.add_links(gpus, domains[gpu_server], server.nvlink_gbps, 0.0, "nvlink", "host")

@@ -1,0 +1,200 @@
+"""Rail-optimized and rail-only fabrics (``fabric.topology: rail-optimized | rail-only``).
+
+Contract
+--------
+A rail is one NIC port position of every server (NIC ``r``, or port ``r`` of a multi-port NIC per plane):
+GPU ``i`` reaches the fabric on the rail of the NIC that serves it. Servers are grouped into scalable
+units (SU) of ``s`` servers (``fabric.scalable_unit``; default the most one leaf can serve, ``d1``): every
+SU has one leaf per rail (and per plane), taking that rail's port of each of its servers. A partial last
+SU gets the full SU's leaves and uplinks, its unused ports left empty (vendor practice).
+
+Leaves ``L = SUs * rails`` per plane, each with ``d1`` ports down and ``u1`` up (oversubscription, or
+``fabric.leaf_uplinks``), sized with the same rules as ``clos.py``:
+
+* ``rail-optimized``, ``aggregation: any-to-any`` (NVIDIA SuperPOD, Alibaba HPN): all leaves share the
+  spines; 2 tiers while ``L <= R``: ``S`` = the smallest divisor of ``u1`` with ``S*R >= L*u1`` (SuperPOD H100:
+  8/16/24/32 leaves -> 4/8/16/16 spines). Beyond, 3 tiers: pods of whole SUs (``d2 // rails`` SUs each),
+  spines per pod by the same divisor rule on the pod's leaves, cores as in ``clos.py``.
+* ``aggregation: same-rail`` (Tencent Astral): spines serve the leaves of one rail only; 2 tiers: one pod
+  per rail; 3 tiers: pods of up to ``d2`` SUs of one rail, and the core joins every rail.
+* ``rail-only`` (Wang et al.): no spine across rails; one leaf per rail when there is one SU, else each rail
+  is a two-tier Clos of its own.
+
+Cross-rail traffic between servers follows NCCL's PXN: it first moves over NVLink to the GPU on the
+destination's rail (``hierarchy['pxn']``); GPUs do not otherwise relay. Node names and groups as in
+``clos.py``, with ``rail`` and ``pod`` set on leaves (``pod`` = SU chunk, or the rail for per-rail pods).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+
+import numpy as np
+
+from ..catalog import Catalog
+from ..spec import Design
+from ..topology import Topology, TopologyBuilder
+from .clos import TIER_NAMES, ClosPlan, add_tree, leaf_split, smallest_divisor_at_least
+from .hosts import MAX_ARCS, add_hosts, check_nic_planes, resolve_link_speed
+
+
+def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplinks: int | None, tiers: int | None,
+              topology: str, aggregation: str, scalable_unit: int | None):
+    """Size one plane. Returns (plan, SU size, SU count, leaf_pod); raises ``ValueError`` with the reason."""
+    d1, u1 = leaf_split(radix[0], ratios[0], leaf_uplinks)
+    R2, R3 = radix[1], radix[2]
+    su = scalable_unit or d1
+    if su > d1:
+        raise _Refused("fabric.scalable_unit", f"a scalable unit of {su} servers needs {su} down ports per rail "
+                       f"leaf, but the leaf has {d1}", f"use scalable_unit: {d1} or fewer")
+    sus = math.ceil(servers / su)
+    leaves = sus * rails
+    endpoints = servers * rails
+    rail_of_leaf = np.tile(np.arange(rails, dtype=np.int32), sus)
+    su_of_leaf = np.repeat(np.arange(sus, dtype=np.int32), rails)
+    per_rail = topology == "rail-only" or aggregation == "same-rail"
+    d2, u2 = leaf_split(R2, ratios[1], None)
+
+    if topology == "rail-only" and sus == 1 and tiers in (None, 1):
+        plan = ClosPlan(1, endpoints, radix, (d1,), (u1,), leaves, leaves, leaves, 0, 0, 0, 0, 0, 0, R2 * su)
+        return plan, su, sus, np.arange(leaves, dtype=np.int32)
+    if tiers == 1:
+        raise _Refused("fabric.tiers", "a rail fabric of more than one scalable unit needs a spine tier",
+                       "remove tiers, or set tiers: 2")
+    pods2 = rails if per_rail else 1
+    leaves_per_pod2 = leaves // pods2
+    fits_two = leaves_per_pod2 <= R2
+    if tiers == 2 or (tiers is None and fits_two) or topology == "rail-only":
+        if not fits_two:
+            what = "each rail's two-tier Clos" if per_rail else "a two-tier rail-optimized fabric"
+            raise _Refused("fabric.tiers" if tiers else "cluster",
+                           f"{what} holds at most {R2} leaves ({R2 // (1 if per_rail else rails)} SUs of {su} "
+                           f"servers); this design needs {leaves_per_pod2}",
+                           "set tiers: 3 (rail-optimized), add planes, or use a switch with more ports"
+                           if topology != "rail-only" else "rail-only has no third tier; use more ports per switch")
+        spines = smallest_divisor_at_least(u1, leaves_per_pod2 * u1 / R2)
+        plan = ClosPlan(2, endpoints, radix, (d1, R2), (u1, 0), leaves, leaves_per_pod2, pods2, pods2 * spines,
+                        spines, u1 // spines, 0, 0, 0, R2 * su * (rails if not per_rail else 1))
+        leaf_pod = rail_of_leaf if per_rail else np.zeros(leaves, dtype=np.int32)
+        return plan, su, sus, leaf_pod
+    if per_rail:
+        sus_per_pod = min(sus, d2)
+        chunks = math.ceil(sus / sus_per_pod)
+        pods = rails * chunks
+        leaf_pod = rail_of_leaf * chunks + su_of_leaf // sus_per_pod
+        leaves_per_pod = sus_per_pod
+    else:
+        sus_per_pod = d2 // rails
+        if sus_per_pod < 1:
+            raise _Refused("fabric.switch", f"a {R2}-port spine cannot hold one leaf per rail ({rails} rails)",
+                           "use a spine with more ports")
+        pods = math.ceil(sus / sus_per_pod)
+        leaf_pod = su_of_leaf // sus_per_pod
+        leaves_per_pod = sus_per_pod * rails
+    if pods > R3:
+        raise _Refused("fabric.tiers" if tiers else "cluster", f"a three-tier rail fabric holds at most {R3} pods; "
+                       f"this design needs {pods}", "add planes, or use switches with more ports")
+    spines_per_pod = smallest_divisor_at_least(u1, leaves_per_pod * u1 / d2)  # divisor rule inside a pod
+    cores_per_group = smallest_divisor_at_least(u2, pods * u2 / R3)
+    plan = ClosPlan(3, endpoints, radix, (d1, d2, R3), (u1, u2, 0), leaves, leaves_per_pod, pods,
+                    pods * spines_per_pod, spines_per_pod, u1 // spines_per_pod, spines_per_pod * cores_per_group,
+                    cores_per_group, u2 // cores_per_group, R3 * leaves_per_pod * su)
+    return plan, su, sus, leaf_pod.astype(np.int32)
+
+
+class _Refused(ValueError):
+    def __init__(self, path: str, message: str, hint: str):
+        self.path, self.message, self.hint = path, message, hint
+        super().__init__(message)
+
+
+def generate(design: Design, catalog: Catalog) -> Topology:
+    """Build the rail-optimized or rail-only fabric of ``design``; ``InfeasibleDesign`` when it cannot be."""
+    warnings: list[str] = []
+    fabric = design.fabric
+    check_nic_planes(design, catalog)
+    link_gbps = resolve_link_speed(design, catalog, warnings)
+    server = catalog.servers[design.cluster.server]
+    nic = catalog.nics[server.nic]
+    planes = fabric.planes
+    rails = server.nics * nic.ports // planes
+    models = {t: fabric.switch[t] for t in TIER_NAMES}
+    radix = tuple(catalog.switches[models[t]].radix_at(link_gbps)[0] for t in TIER_NAMES)
+    ratios = (fabric.oversubscription["leaf"], fabric.oversubscription["spine"])
+    if fabric.topology == "rail-only" and fabric.tiers == 3:
+        raise design.infeasible("fabric.tiers", "rail-only has no tier above each rail's own Clos",
+                                "use tiers: 2, or rail-optimized with aggregation: same-rail for a core tier")
+    try:
+        plan, su, sus, leaf_pod = plan_rail(design.cluster.servers, rails, radix, ratios, fabric.leaf_uplinks,
+                                            fabric.tiers, fabric.topology, fabric.aggregation, fabric.scalable_unit)
+    except _Refused as err:
+        raise design.infeasible(err.path, err.message, err.hint) from None
+    except ValueError as err:
+        raise design.infeasible("fabric.leaf_uplinks" if fabric.leaf_uplinks else "fabric.oversubscription",
+                                str(err), "use a split the port count allows") from None
+    if plan.tiers < 3 and fabric.oversubscription["spine"] != 1:
+        raise design.infeasible("fabric.oversubscription.spine",
+                                f"the spine is the top tier of this {plan.tiers}-tier fabric and has no uplinks",
+                                "remove the spine ratio or set tiers: 3")
+    arcs = 2 * (design.gpus * 2 + planes * plan.endpoints * plan.tiers)
+    if arcs > MAX_ARCS:
+        raise design.infeasible("cluster", f"this fabric has {arcs // 2:,} links, more than topoplan holds in memory",
+                                "model one pod or plane of it")
+
+    builder = TopologyBuilder(design.name)
+    hosts = add_hosts(builder, design, catalog, link_gbps)
+    endpoint = np.arange(plan.endpoints, dtype=np.int64)
+    endpoint_leaf = (endpoint // rails) // su * rails + endpoint % rails
+    leaf_rail = np.tile(np.arange(rails, dtype=np.int32), sus)
+    for plane in range(planes):
+        add_tree(builder, plan, plane, hosts.endpoints[plane], endpoint_leaf, leaf_pod, models, link_gbps,
+                 fabric.cabling, leaf_rail=leaf_rail)
+
+    per_rail = fabric.topology == "rail-only" or fabric.aggregation == "same-rail"
+    pods_per_rail = plan.pods // rails if per_rail and plan.tiers == 3 else plan.pods
+    bisection = planes * rail_bisection_gbps(plan, sus, pods_per_rail, link_gbps)
+    hierarchy = {
+        "family": "clos",
+        "topology": fabric.topology,
+        "aggregation": "rail-only" if fabric.topology == "rail-only" else fabric.aggregation,
+        "planes": planes,
+        "rails": rails,
+        "scalable_unit": su,
+        "scalable_units": sus,
+        "pxn": True,
+        "link_gbps": link_gbps,
+        "tiers": plan.tiers,
+        "plan": asdict(plan),
+        "switch_models": [models[t] for t in TIER_NAMES[:plan.tiers]],
+        "injection_gbps_per_gpu": hosts.injection_gbps_per_gpu,
+        "bisection_gbps": bisection,
+        "bisection_method": "analytic: rail fabric, least of the host, leaf-uplink and spine-uplink halves "
+                            "(halves of whole scalable units and pods)",
+        "diameter_hops": rail_diameter_hops(plan, sus, design.cluster.servers, pods_per_rail),
+        "warnings": warnings,
+    }
+    return builder.build(hierarchy)
+
+
+def rail_bisection_gbps(plan: ClosPlan, sus: int, pods_per_rail: int, link_gbps: float) -> float:
+    """One plane, one direction. A cut between two halves of the servers crosses leaf uplinks only when
+    the halves sit in different SUs, and spine uplinks only when a rail's leaves of the two halves sit in
+    different pods (cross-rail traffic moves over NVLink first, so it never needs another rail's spine)."""
+    cut = plan.endpoints * link_gbps / 2
+    if plan.tiers >= 2 and sus > 1:
+        cut = min(cut, plan.leaves * plan.up[0] * link_gbps / 2)
+    if plan.tiers == 3 and pods_per_rail > 1:
+        cut = min(cut, plan.spines * plan.up[1] * link_gbps / 2)
+    return cut
+
+
+def rail_diameter_hops(plan: ClosPlan, sus: int, servers: int, pods_per_rail: int) -> int:
+    """Network links between two GPUs, forwarding over NVLink inside a server (PXN) allowed."""
+    if servers <= 1:
+        return 0
+    if sus <= 1:
+        return 2
+    if plan.tiers == 2 or pods_per_rail <= 1:
+        return 4
+    return 6
