@@ -106,7 +106,7 @@ def _cage(node_kind: int, model_id: str, link_gbps: float, catalog: Catalog) -> 
         switch = catalog.switches[model_id]
         radix, _speed = switch.radix_at(link_gbps)
         return radix / switch.cages, switch.cage_gbps, switch.form_factor
-    nic = catalog.nics[model_id]
+    nic = catalog.nics[model_id]  # a NIC, or a chip whose integrated ports are catalogued as one (RailX)
     return nic.ports / nic.cages, nic.cage_gbps, nic.form_factor
 
 
@@ -123,8 +123,10 @@ def _add_cabling(bom: Bom, topology: Topology, design: Design, catalog: Catalog)
     src, dst = topology.src[0::2], topology.dst[0::2]
     capacity, link_tier = topology.capacity_gbps[0::2], topology.link_tier[0::2]
     for tier_index, tier in enumerate(LINK_TIERS):
-        if tier in ("host", "ocs"):
+        if tier == "host":
             continue
+        # a circuit runs chip -> OCS -> chip: two fibres; the OCS adds no transceiver
+        fibres_per_link = 2 if tier == "ocs" else 1
         mask = link_tier == tier_index
         if not mask.any():
             continue
@@ -158,7 +160,8 @@ def _add_cabling(bom: Bom, topology: Topology, design: Design, catalog: Catalog)
                 raise design.infeasible(f"fabric.cabling.{tier}", "the catalog has no transceiver reaching "
                                         f"{need_m:g} m for " + (", ".join(missing) or "both ends in one media"),
                                         "add one with --catalog FILE, or choose another reach class for this tier")
-            bom.lines.append(BomLine("cables", fibre.id, tier, count, fibre.price_usd, fibre.power_w))
+            bom.lines.append(BomLine("cables", fibre.id, tier, fibres_per_link * count, fibre.price_usd,
+                                     fibre.power_w))
             modules: dict[str, int] = {}
             for part, (_model, n_ends, (per_cage, _gbps, _ff)) in zip(parts, cages):
                 modules[part.id] = modules.get(part.id, 0) + math.ceil(n_ends / per_cage)

@@ -9,12 +9,16 @@ from dataclasses import dataclass, field
 
 from .catalog import Catalog, load_catalog
 from .cost import Bom, bill_of_materials
-from .flow import EngineRefused
+from .flow import EngineRefused, engine_for
 from .flow.bisection import Bisection, bisection, permutation_throughput
 from .flow.metrics import evaluate_workload
 from .generators import generate
 from .spec import Design, load_design
 from .topology import Topology
+
+
+# beyond this, a random permutation under the generic ECMP engine takes minutes; the report says so
+MAX_GENERIC_PERMUTATION_GPUS = 16_384
 
 
 @dataclass
@@ -33,7 +37,8 @@ def evaluate(design: Design, catalog: Catalog, alpha_scale: float = 1.0) -> Eval
     cut = bisection(topology)
     engine = "optimal" if design.routing.engine == "optimal" else "ecmp"
     try:
-        cut.permutation_gbps_per_gpu = permutation_throughput(topology, engine)
+        if engine_for(topology, engine) in ("clos", "optimal") or design.gpus <= MAX_GENERIC_PERMUTATION_GPUS:
+            cut.permutation_gbps_per_gpu = permutation_throughput(topology, engine)
         collectives = evaluate_workload(topology, design, catalog, alpha_scale)
     except EngineRefused as err:
         raise design.infeasible("routing", str(err), "use routing: ecmp, which scales to any size") from None

@@ -71,7 +71,16 @@ DESIGN_SCHEMA = Obj({
         "leaf_uplinks": Key(Int(minimum=1, doc="up ports per leaf; the rest point down (overrides the ratio)"),
                             False),
         "aggregation": Key(Enum(("any-to-any", "same-rail")), False, "any-to-any"),
-        "cabling": Key(Map(TIER_NAMES, Enum(REACH_CLASSES)), False),
+        "cabling": Key(Map(TIER_NAMES + ("ocs",), Enum(REACH_CLASSES)), False),
+        "railx": Key(Obj({
+            "columns": Key(Int(minimum=1, maximum=4096, doc="nodes per row"), True),
+            "rows": Key(Int(minimum=1, maximum=4096, doc="nodes per column"), True),
+            "ring_assignment": Key(Enum(("walecki", "naive")), False, "walecki"),
+            "row_rails": Key(Int(minimum=0), False),
+            "column_rails": Key(Int(minimum=0), False),
+            "ocs": Key(Str(kebab=True, doc="optical circuit switch id from catalogs/ocs.yaml"), True),
+        }, doc="RailX grid: nodes of the server's chips on columns x rows, rails as rings per row and column"),
+            False),
     }), True),
     "workload": Key(Obj({
         "parallelism": Key(Map(PARALLEL_DIMS, Int(minimum=1)), False),
@@ -94,7 +103,7 @@ DESIGN_SCHEMA = Obj({
     }, doc="limits checked by `topoplan check`"), False),
 }, doc="topoplan design spec")
 
-DEFAULT_CABLING = {"leaf": "in-row", "spine": "in-row", "core": "cross-row"}
+DEFAULT_CABLING = {"leaf": "in-row", "spine": "in-row", "core": "cross-row", "ocs": "in-row"}
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,7 @@ class Fabric:
     leaf_uplinks: int | None = None
     aggregation: str = "any-to-any"
     cabling: dict = field(default_factory=lambda: dict(DEFAULT_CABLING))
+    railx: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -233,9 +243,16 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
                 last = switch.get(tier, last)
                 if last is not None:
                     switch_ids[tier] = last
-        if fabric["topology"] == "railx":
-            ctx.error(("fabric", "topology"), "the railx generator is not available in this version",
-                      "use fat-tree for now")
+        railx = fabric["railx"]
+        if fabric["topology"] == "railx" and railx is None:
+            ctx.error(("fabric",), "a railx fabric needs a 'railx' block (columns, rows, ocs)",
+                      "add railx: {columns: 16, rows: 16, ocs: calient-s320}")
+        elif fabric["topology"] != "railx" and railx is not None:
+            ctx.error(("fabric", "railx"), f"the railx block applies to topology: railx, not {fabric['topology']}",
+                      "remove it or set topology: railx")
+        elif isinstance(railx, dict) and railx.get("ocs") not in (None, MISSING) and railx["ocs"] not in catalog.ocs:
+            ctx.error(("fabric", "railx", "ocs"), f"unknown optical circuit switch '{railx['ocs']}'",
+                      did_you_mean(railx["ocs"], catalog.ocs))
 
     if ctx.problems or has_missing(c):
         return {}
@@ -249,7 +266,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
     cabling.update(fabric["cabling"] or {})
     fab = Fabric(topology=fabric["topology"], switch=switch_ids, tiers=fabric["tiers"], oversubscription=over,
                  planes=fabric["planes"], scalable_unit=fabric["scalable_unit"], leaf_uplinks=fabric["leaf_uplinks"],
-                 aggregation=fabric["aggregation"], cabling=cabling)
+                 aggregation=fabric["aggregation"], cabling=cabling, railx=fabric["railx"])
     workload = _workload(c["workload"] or {}, gpus, ctx)
     targets = c["targets"] or {}
     names = {col.name for col in workload.collectives}

@@ -98,9 +98,14 @@ class Topology:
         return {name: int(counts[i]) for i, name in enumerate(LINK_TIERS) if name != "host" and counts[i]}
 
     def switches_by_tier(self) -> dict:
+        """Packet switches per tier, and optical circuit switches under ``ocs``."""
         is_switch = self.kind == KIND["switch"]
         counts = np.bincount(self.tier[is_switch], minlength=len(SWITCH_TIERS))
-        return {name: int(counts[i]) for i, name in enumerate(SWITCH_TIERS) if counts[i]}
+        out = {name: int(counts[i]) for i, name in enumerate(SWITCH_TIERS) if counts[i]}
+        circuit = int((self.kind == KIND["ocs"]).sum())
+        if circuit:
+            out["ocs"] = circuit
+        return out
 
     def check(self) -> list[str]:
         """Structural invariants; returns what is wrong (empty when the topology is well formed)."""

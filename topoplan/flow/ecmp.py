@@ -38,7 +38,10 @@ class Routed:
 
 
 def relays(topology: Topology) -> np.ndarray:
-    """Nodes that forward traffic for others: everything but GPUs."""
+    """Nodes that forward traffic for others: everything but GPUs, except in direct-connect fabrics
+    (RailX) whose chips forward by design."""
+    if topology.hierarchy.get("chips_relay"):
+        return np.ones(topology.num_nodes, dtype=bool)
     return topology.kind != KIND["gpu"]
 
 

@@ -48,7 +48,7 @@ def _collective(result) -> dict:
 def build_report(evaluation) -> dict:
     design, topology, bom = evaluation.design, evaluation.topology, evaluation.bom
     h = topology.hierarchy
-    switch_mask = topology.kind == KIND["switch"]
+    switch_mask = (topology.kind == KIND["switch"]) | (topology.kind == KIND["ocs"])
     by_model: dict[str, int] = {}
     if switch_mask.any():
         models, counts = np.unique(topology.model[switch_mask], return_counts=True)

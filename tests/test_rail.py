@@ -1,0 +1,217 @@
+"""Rail-optimized, rail-only and RailX generators against published counts, graph theory and networkx."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from topoplan.flow import clos, ecmp
+from topoplan.flow.traffic import Demand, apply_pxn
+from topoplan.generators import generate
+from topoplan.generators.railx import ring_decomposition
+from topoplan.spec import load_design
+from topoplan.topology import KIND, LINK_TIER
+
+
+def _rail(make_design, catalog, gpus=None, servers=None, **fabric):
+    cluster = {"gpus": gpus} if gpus else {"gpus": None, "servers": servers}
+    design = make_design(cluster=cluster, fabric={"topology": "rail-optimized", **fabric})
+    return design, generate(design, catalog)
+
+
+# --- rail-optimized: vendor reference architectures ------------------------------------------------
+
+@pytest.mark.parametrize("units,leaves,spines", [(1, 8, 4), (2, 16, 8), (3, 24, 16), (4, 32, 16)])
+def test_superpod_h100_table_4(make_design, catalog, units, leaves, spines):
+    """DGX SuperPOD H100 RA Table 4: 32*SU - 1 nodes; 8 leaves per SU, 4/8/16/16 spines, 256 leaf-spine
+    cables per SU (the fabric is built for full SUs), 8 compute links per node."""
+    nodes = 32 * units - 1
+    _, topology = _rail(make_design, catalog, servers=nodes, scalable_unit=32)
+    assert topology.switches_by_tier() == {"leaf": leaves, "spine": spines}
+    links = topology.links_by_tier()
+    assert links["spine"] == 256 * units
+    assert links["leaf"] == 8 * nodes
+    # one rail per leaf: every NIC on a leaf has the leaf's rail index
+    arcs = np.flatnonzero(topology.link_tier == LINK_TIER["leaf"])
+    up = arcs[topology.kind[topology.src[arcs]] == KIND["nic"]]
+    assert (topology.rail[topology.src[up]] == topology.rail[topology.dst[up]]).all()
+
+
+def test_hpn_like_pod(in_root, catalog):
+    """HPN: 16 ToRs per 1,024-GPU segment (8 rails x 2 planes); 60 aggregation switches per plane and
+    15 segments per 15,360-GPU pod; 360 switches in all."""
+    topology = generate(load_design("designs/hpn-pod-15k.yaml", catalog), catalog)
+    assert topology.switches_by_tier() == {"leaf": 240, "spine": 120}
+    spines = (topology.kind == KIND["switch"]) & (topology.tier == 1)
+    assert np.bincount(topology.plane[spines]).tolist() == [60, 60]
+    leaves = (topology.kind == KIND["switch"]) & (topology.tier == 0)
+    assert leaves.sum() / 15 == 16
+    # every ToR reaches every aggregation switch of its plane over 2 x 200G (HPN: one 400G link)
+    arcs = np.flatnonzero((topology.link_tier == LINK_TIER["spine"]) & (topology.tier[topology.src] == 0))
+    pairs, counts = np.unique(np.stack([topology.src[arcs], topology.dst[arcs]]), axis=1, return_counts=True)
+    assert pairs.shape[1] == 240 * 60 and set(counts.tolist()) == {2}
+
+
+def test_partial_scalable_unit_builds_the_full_unit(make_design, catalog):
+    _, full = _rail(make_design, catalog, servers=64, scalable_unit=32)
+    _, partial = _rail(make_design, catalog, servers=40, scalable_unit=32)
+    assert partial.switches_by_tier() == full.switches_by_tier()
+    assert partial.links_by_tier()["spine"] == full.links_by_tier()["spine"]
+
+
+def test_same_rail_spines_serve_one_rail(make_design, catalog):
+    _, topology = _rail(make_design, catalog, gpus=1024, scalable_unit=8, aggregation="same-rail")
+    arcs = np.flatnonzero((topology.link_tier == LINK_TIER["spine"]) & (topology.tier[topology.src] == 0))
+    rail_of_spine = {}
+    for leaf, spine in zip(topology.src[arcs], topology.dst[arcs]):
+        assert rail_of_spine.setdefault(int(spine), int(topology.rail[leaf])) == topology.rail[leaf]
+    assert len(set(rail_of_spine.values())) == 8
+
+
+def test_astral_three_tier_core_joins_rails(make_design, catalog):
+    _, topology = _rail(make_design, catalog, gpus=1024, scalable_unit=8, aggregation="same-rail", tiers=3)
+    assert set(topology.switches_by_tier()) == {"leaf", "spine", "core"}
+    assert nx.is_strongly_connected(nx.DiGraph(zip(topology.src.tolist(), topology.dst.tolist())))
+
+
+def test_rail_only_has_no_path_across_rails_but_pxn(make_design, catalog):
+    design = make_design(cluster={"gpus": 1024}, fabric={"topology": "rail-only", "scalable_unit": 16})
+    topology = generate(design, catalog)
+    gpus = topology.gpus
+    cross = Demand(gpus[:8], gpus[8 * 17 + 1: 8 * 18 + 1], 1.0)  # GPU i of server 0 -> GPU i+1 of server 17
+    assert ecmp.route(topology, cross).unreachable_pairs == 8
+    assert ecmp.route(topology, apply_pxn(topology, cross)).unreachable_pairs == 0
+    assert topology.hierarchy["diameter_hops"] == 4
+
+
+@pytest.mark.parametrize("sections", [
+    {"cluster": {"gpus": 1024}, "fabric": {"topology": "rail-optimized"}},
+    {"cluster": {"gpus": 1024}, "fabric": {"topology": "rail-optimized", "scalable_unit": 8, "aggregation": "same-rail",
+                                          "tiers": 3}},
+    {"cluster": {"gpus": 2048}, "fabric": {"topology": "rail-optimized", "scalable_unit": 16, "tiers": 3}},
+    {"cluster": {"gpus": 1024}, "fabric": {"topology": "rail-only", "scalable_unit": 16}},
+    {"cluster": {"server": "pcie-8gpu-l40s", "gpus": 512}, "fabric": {"topology": "rail-only", "scalable_unit": 16}},
+    {"cluster": {"server": "hgx-b300", "gpus": 512}, "fabric": {"topology": "rail-optimized", "planes": 2,
+                                                                "scalable_unit": 16}},
+])
+def test_clos_engine_equals_ecmp_on_rail_fabrics(make_design, catalog, sections):
+    topology = generate(make_design(**sections), catalog)
+    assert clos.accepts(topology) == ""
+    rng = np.random.default_rng(5)
+    gpus = topology.gpus
+    for demand in (Demand(gpus, rng.permutation(gpus), rng.uniform(1, 2, gpus.size)),
+                   Demand(a2a_members=rng.permutation(gpus).reshape(-1, 16), a2a_bytes=3.0)):
+        for routed in (demand, apply_pxn(topology, demand)):
+            want, got = ecmp.route(topology, routed), clos.route(topology, routed)
+            np.testing.assert_allclose(got.load, want.load, rtol=1e-9, atol=1e-9 * max(want.load.max(), 1))
+            assert got.unreachable_pairs == want.unreachable_pairs
+
+
+# --- RailX ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", list(range(2, 41)) + [64, 97, 112, 145])
+def test_ring_decomposition_is_k_n(n):
+    """Walecki: odd n -> (n-1)/2 Hamiltonian cycles; even n -> (n-2)/2 cycles and a perfect matching;
+    together exactly the edges of K_n, each once."""
+    rings = ring_decomposition(n)
+    seen = set()
+    for index, ring in enumerate(rings):
+        last_is_matching = n % 2 == 0 and index == len(rings) - 1
+        if last_is_matching:
+            pairs = list(zip(ring[0::2], ring[1::2]))
+            assert sorted(ring) == list(range(n))  # perfect matching
+        else:
+            assert sorted(ring) == list(range(n))  # Hamiltonian cycle
+            pairs = list(zip(ring, ring[1:] + ring[:1]))
+        for a, b in pairs:
+            edge = frozenset((a, b))
+            assert len(edge) == 2 and edge not in seen
+            seen.add(edge)
+    assert len(seen) == n * (n - 1) // 2
+    assert len(rings) == math.ceil((n - 1) / 2)
+
+
+def _railx(make_design, catalog, columns, rows, chips_gpus=8, **extra):
+    design = make_design(cluster={"server": "railx-node-8", "gpus": columns * rows * chips_gpus},
+                         fabric={"topology": "railx", "switch": None,
+                                 "railx": {"columns": columns, "rows": rows, "ocs": "calient-s320", **extra}})
+    return design, generate(design, catalog)
+
+
+def _node_graph(topology):
+    circuit = topology.link_tier == LINK_TIER["ocs"]
+    graph = nx.Graph()
+    graph.add_nodes_from(np.unique(topology.server[topology.gpus]).tolist())
+    graph.add_edges_from(zip(topology.server[topology.src[circuit]].tolist(),
+                             topology.server[topology.dst[circuit]].tolist()))
+    return graph
+
+
+@pytest.mark.parametrize("columns,rows", [(7, 5), (8, 6), (9, 9), (12, 3)])
+def test_rows_and_columns_are_full_meshes(make_design, catalog, columns, rows):
+    _, topology = _railx(make_design, catalog, columns, rows)
+    graph = _node_graph(topology)
+    for y in range(rows):
+        row = [y * columns + x for x in range(columns)]
+        assert all(graph.has_edge(a, b) for a, b in itertools.combinations(row, 2))
+    for x in range(columns):
+        column = [y * columns + x for y in range(rows)]
+        assert all(graph.has_edge(a, b) for a, b in itertools.combinations(column, 2))
+    assert nx.diameter(graph) == topology.hierarchy["diameter_hops"] == 2
+    # no circuit joins nodes outside one row or column
+    assert all((a // columns == b // columns) or (a % columns == b % columns) for a, b in graph.edges)
+
+
+@pytest.mark.parametrize("n", [5, 9, 13, 17])
+def test_naive_ring_assignment_diameter_grows(make_design, catalog, n):
+    _, walecki = _railx(make_design, catalog, n, 1, chips_gpus=8)
+    _, naive = _railx(make_design, catalog, n, 1, chips_gpus=8, ring_assignment="naive")
+    assert walecki.hierarchy["diameter_hops"] == 1
+    assert naive.hierarchy["diameter_hops"] == nx.diameter(_node_graph(naive)) == n // 2
+
+
+def test_too_few_rails_give_a_partial_mesh(make_design, catalog):
+    _, topology = _railx(make_design, catalog, 15, 1, row_rails=3, column_rails=0)
+    graph = _node_graph(topology)
+    assert graph.number_of_edges() == 3 * 15  # three Hamiltonian cycles of K_15
+    assert topology.hierarchy["diameter_hops"] == nx.diameter(graph) > 1
+    assert any("partial" in w for w in topology.hierarchy["warnings"])
+
+
+def test_ocs_count_and_bom(make_design, catalog):
+    design, topology = _railx(make_design, catalog, 9, 9)
+    per_row_links = sum(len(r) for r in ring_decomposition(9)) * (72 // 4)  # 72 row rails over 4 rings
+    ports = catalog.ocs["calient-s320"].ports
+    expected_per_row = math.ceil(2 * per_row_links / ports)
+    assert topology.hierarchy["ocs_per_row"] == expected_per_row
+    assert topology.switches_by_tier()["ocs"] == 9 * expected_per_row + 9 * topology.hierarchy["ocs_per_column"]
+
+
+def test_railx_ecmp_equals_networkx_with_relaying_chips(make_design, catalog):
+    from test_flow import _networkx_ecmp
+
+    _, topology = _railx(make_design, catalog, 3, 3, row_rails=1, column_rails=1)
+    rng = np.random.default_rng(2)
+    chips = topology.gpus
+    src, dst = rng.choice(chips, 30), rng.choice(chips, 30)
+    keep = src != dst
+    topology.hierarchy = dict(topology.hierarchy)
+    got = ecmp.route(topology, Demand(src[keep], dst[keep], 1.0)).load
+    # the oracle treats GPUs as non-relaying; RailX chips relay, so mark them as switches for it
+    relaying = type(topology)(**{**topology.__dict__, "kind": np.where(topology.kind == KIND["gpu"], KIND["switch"],
+                                                                          topology.kind).astype(np.int8)})
+    relaying.hierarchy = topology.hierarchy
+    want = _networkx_ecmp(relaying, src[keep], dst[keep], np.ones(keep.sum()))
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_railx_100k_design(in_root, catalog):
+    design = load_design("designs/railx-100k.yaml", catalog)
+    topology = generate(design, catalog)
+    assert design.gpus >= 100_000
+    assert 2 <= topology.hierarchy["diameter_hops"] <= 4
+    assert topology.switches_by_tier()["ocs"] > 0
