@@ -32,22 +32,37 @@ def _load(spec: str):
     return load_design(str(ROOT / spec), catalog), catalog
 
 
-def case_generate_bom_131k():
-    """Generate + bill of materials: 131,072 GPUs, two planes of three-tier fat-tree, 64x800G switches run as 128x400G."""
+def _generate_bom(spec: str):
     from topoplan.cost import bill_of_materials
     from topoplan.generators import generate
 
-    design, catalog = _load("designs/fat-tree-131k-twin-plane.yaml")
+    design, catalog = _load(spec)
     start = time.perf_counter()
     topology = generate(design, catalog)
     bom = bill_of_materials(topology, design, catalog)
     elapsed = time.perf_counter() - start
     return elapsed, {"gpus": design.gpus, "nodes": topology.num_nodes, "links": topology.num_links,
-                     "switches": bom.quantity("switches"), "cost_per_gpu_usd": round(bom.total_usd / design.gpus)}
+                     "switches": bom.quantity("switches"), "ocs": bom.quantity("ocs"),
+                     "cost_per_gpu_usd": round(bom.total_usd / design.gpus)}
+
+
+def case_generate_bom_131k():
+    """Generate + bill of materials: 131,072-GPU three-tier rail-optimized fabric, two planes of 64x800G switches run as 128x400G."""
+    return _generate_bom("benchmarks/specs/report-131k.yaml")
+
+
+def case_generate_bom_fat_tree_131k():
+    """Generate + bill of materials: 131,072-GPU fat-tree, two planes of three tiers (designs/fat-tree-131k-twin-plane.yaml)."""
+    return _generate_bom("designs/fat-tree-131k-twin-plane.yaml")
+
+
+def case_generate_bom_railx_100k():
+    """Generate + bill of materials: RailX, 100,352 chips on a 112 x 112 grid of 8-chip nodes (designs/railx-100k.yaml)."""
+    return _generate_bom("designs/railx-100k.yaml")
 
 
 def case_full_report_131k():
-    """Full report, 131,072 GPUs (two planes of three-tier fat-tree): ring and hierarchical allreduce over dp and the world, all-to-all over ep=64, bisection and a random permutation."""
+    """Full report on the same 131,072-GPU rail-optimized fabric: ring and hierarchical allreduce over dp and the world, all-to-all over ep=64, bisection and a random permutation."""
     from topoplan.pipeline import evaluate
     from topoplan.report import build_report
 
@@ -72,6 +87,24 @@ def case_optimal_1k():
     figures["max utilization"] = round(max(c.max_link_utilization for c in evaluation.collectives), 9)
     exact = all(abs(c.busbw_GBps - 50.0) <= 1e-6 * 50 for c in evaluation.collectives)
     return elapsed, figures, exact
+
+
+def case_ecmp_railx_16k():
+    """Generic ecmp engine, 16,384-chip RailX (32 x 64 grid of 8-chip nodes), world all-to-all."""
+    from topoplan.flow import route
+    from topoplan.flow.traffic import Demand
+    from topoplan.generators import generate
+
+    design, catalog = _load("benchmarks/specs/railx-16k.yaml")
+    topology = generate(design, catalog)
+    demand = Demand(a2a_members=topology.gpus.reshape(1, -1), a2a_bytes=2**30 / topology.gpus.size)
+    start = time.perf_counter()
+    routed = route(topology, demand, "ecmp")
+    elapsed = time.perf_counter() - start
+    seconds = (routed.load / (topology.capacity_gbps * 1e9 / 8)).max()
+    return elapsed, {"chips": int(topology.gpus.size), "arcs": topology.num_arcs,
+                     "unreachable": routed.unreachable_pairs, "busbw GB/s (alpha 0)": round(
+                         2**30 / seconds / 1e9 * (topology.gpus.size - 1) / topology.gpus.size, 1)}
 
 
 def _networkx_per_flow_ecmp(topology, src, dst):
@@ -173,7 +206,10 @@ def case_scaling():
 
 CASES = {
     "generate-bom-131k": (case_generate_bom_131k, 2.0, 1024),
+    "generate-bom-fat-tree-131k": (case_generate_bom_fat_tree_131k, 2.0, 1024),
+    "generate-bom-railx-100k": (case_generate_bom_railx_100k, 5.0, None),
     "full-report-131k": (case_full_report_131k, 10.0, 4096),
+    "ecmp-railx-16k": (case_ecmp_railx_16k, 60.0, None),
     "optimal-1k": (case_optimal_1k, 30.0, None),
     "baseline-1k": (case_baseline_1k, None, None),
     "baseline-4k": (case_baseline_4k, None, None),

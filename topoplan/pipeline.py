@@ -39,6 +39,11 @@ def evaluate(design: Design, catalog: Catalog, alpha_scale: float = 1.0) -> Eval
     try:
         if engine_for(topology, engine) in ("clos", "optimal") or design.gpus <= MAX_GENERIC_PERMUTATION_GPUS:
             cut.permutation_gbps_per_gpu = permutation_throughput(topology, engine)
+            if cut.permutation_gbps_per_gpu is None:
+                cut.permutation_note = "some pairs of the permutation are unreachable"
+        else:
+            cut.permutation_note = (f"not computed: the generic ECMP engine beyond {MAX_GENERIC_PERMUTATION_GPUS:,} "
+                                    "GPUs takes minutes")
         collectives = evaluate_workload(topology, design, catalog, alpha_scale)
     except EngineRefused as err:
         raise design.infeasible("routing", str(err), "use routing: ecmp, which scales to any size") from None

@@ -24,6 +24,7 @@ class Bisection:
     gbps: float
     method: str
     permutation_gbps_per_gpu: float | None = None
+    permutation_note: str = ""  # why the permutation throughput is missing, when it is
 
 
 def cut_capacity(topology: Topology, side: np.ndarray) -> float:

@@ -92,6 +92,7 @@ def build_report(evaluation) -> dict:
             "per_gpu_gbps": _num(cut.gbps / (gpus / 2)) if gpus > 1 else 0.0,
             "method": cut.method,
             "permutation_per_gpu_gbps": _num(cut.permutation_gbps_per_gpu),
+            "permutation_note": cut.permutation_note,
         },
         "diameter_hops": int(h.get("diameter_hops", 0)),
         "routing": {"engine": design.routing.engine},

@@ -81,7 +81,7 @@ def _text(r: dict, markdown: bool) -> str:
         ("Network cost", f"{usd(c['total_usd'])} total, {usd(c['per_gpu_usd'])} per GPU"),
         ("Power", f"{watts(r['power']['total_w'])} ({r['power']['per_gpu_w']:,.0f} W per GPU)"),
         ("Bisection", f"{gbps(r['bisection']['gbps'])} ({gbps(r['bisection']['per_gpu_gbps'])} per GPU)"),
-        ("Random permutation", "unreachable pairs" if r["bisection"]["permutation_per_gpu_gbps"] is None
+        ("Random permutation", r["bisection"]["permutation_note"] if r["bisection"]["permutation_per_gpu_gbps"] is None
          else f"{gbps(r['bisection']['permutation_per_gpu_gbps'])} per GPU"),
         ("Routing", r["routing"]["engine"]),
         ("Diameter", f"{r['diameter_hops']} network hops"),
