@@ -1,5 +1,6 @@
-"""Golden files for bad input: run ``python tests/golden.py`` from the repository root to regenerate
-``tests/bad_specs/*.expected`` and ``tests/bad_catalogs/*.expected``, then review the diff."""
+"""Golden files: run ``python tests/golden.py`` from the repository root to regenerate
+``tests/bad_specs/*.expected``, ``tests/bad_catalogs/*.expected`` and ``tests/golden/*.md``, then review
+the diff."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from topoplan.cli import main
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 VALID_SPEC = "designs/fat-tree-1k.yaml"
+GOLDEN_COMPARE = TESTS / "golden" / "compare-fat-tree-1k-superpod.md"
+
+
+def compare_golden_args():
+    return ["compare", "designs/fat-tree-1k.yaml", "designs/superpod-h100-4su.yaml", "--format", "markdown"]
 
 
 def bad_inputs():
@@ -42,3 +48,7 @@ if __name__ == "__main__":
             sys.exit(f"{case.name}: exit {code}, expected 2:\n{stderr}")
         expected_path(case).write_text(stderr)
         print(f"{case.name}: {len(stderr.splitlines())} line(s)")
+    GOLDEN_COMPARE.parent.mkdir(exist_ok=True)
+    result = CliRunner().invoke(main, compare_golden_args(), catch_exceptions=False)
+    GOLDEN_COMPARE.write_text(result.output)
+    print(f"{GOLDEN_COMPARE.name}: {len(result.output.splitlines())} line(s)")

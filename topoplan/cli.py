@@ -202,31 +202,112 @@ def report(spec, fmt, output, catalog_files):
 
 @main.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path())
+@click.option("--baseline", metavar="REF", default=None,
+              help="Git reference to compare against: each SPEC is also read as REF:SPEC.")
+@click.option("--max-regression", metavar="PCT", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="With --baseline: fail when a metric gets worse by more than PCT percent.")
 @catalog_option
 @handle_errors
-def check(specs, catalog_files):
+def check(specs, baseline, max_regression, catalog_files):
     """Hold each spec's targets against its report; exit 1 when any is missed.
 
     \b
     One line per target: 'ok' or 'MISS', the design, the target, the value and the limit.
-    Example:
+    With --baseline, also one line per metric that regressed against the same spec at REF.
+    Examples:
       topoplan check designs/*.yaml
+      topoplan check designs/fabric.yaml --baseline origin/main --max-regression 2
     """
+    from .review import metric_rows
     from .targets import check_targets
 
     catalog = load_catalog(catalog_files)
     evaluations = [(spec, _evaluate(spec, catalog)) for spec in specs]
+    baselines = {}
+    if baseline:
+        for spec, _evaluation in evaluations:
+            baselines[spec] = build_report(_evaluate_source(f"{baseline}:./{os.path.relpath(spec)}", catalog)[1])
     missed = 0
     for spec, evaluation in evaluations:
-        results = check_targets(build_report(evaluation), evaluation.design.targets)
-        if not results:
-            click.echo(f"ok   {evaluation.design.name}: no targets in {spec}")
+        report = build_report(evaluation)
+        name = evaluation.design.name
+        results = check_targets(report, evaluation.design.targets)
+        if not results and not baseline:
+            click.echo(f"ok   {name}: no targets in {spec}")
         for result in results:
-            click.echo(result.line(evaluation.design.name))
+            click.echo(result.line(name))
             missed += not result.ok
+        if baseline:
+            regressed = 0
+            for row in metric_rows(baselines[spec], report):
+                worse = row.worse_by()
+                if worse * 100 > max_regression + 1e-9:
+                    click.echo(f"MISS {name}: {row.metric} regressed against {baseline}: {row.base} -> {row.head} "
+                               f"({worse * 100:.2f}% worse, limit {max_regression:g}%)")
+                    regressed += 1
+            if not regressed:
+                click.echo(f"ok   {name}: no metric regressed more than {max_regression:g}% against {baseline}")
+            missed += regressed
     if missed:
-        click.echo(f"{missed} target(s) missed", err=True)
+        click.echo(f"{missed} check(s) failed", err=True)
         sys.exit(EXIT_TARGET_MISSED)
+
+
+def _evaluate_source(source: str, catalog):
+    """(spec data, evaluation) of a spec file or a REF:path git reference."""
+    from .pipeline import evaluate
+    from .review import read_spec_source
+    from .spec import design_from_data
+
+    data, lines, label = read_spec_source(source)
+    return data, evaluate(design_from_data(data, catalog, label, lines), catalog)
+
+
+@main.command()
+@click.argument("base")
+@click.argument("head")
+@format_option
+@output_option
+@catalog_option
+@handle_errors
+def compare(base, head, fmt, output, catalog_files):
+    """Compare two designs: changed spec fields and every metric side by side.
+
+    \b
+    BASE and HEAD are spec files or git references REF:path, so CI can compare a pull
+    request with its base without a second checkout. Metrics that got worse are marked.
+    Examples:
+      topoplan compare designs/fat-tree-16k.yaml designs/rail-b200-16k.yaml
+      topoplan compare main:designs/pod.yaml designs/pod.yaml --format markdown -o comment.md
+    """
+    from .report.writers import render_compare
+    from .review import compare_reports
+
+    catalog = load_catalog(catalog_files)
+    base_data, base_eval = _evaluate_source(base, catalog)
+    head_data, head_eval = _evaluate_source(head, catalog)
+    comparison = compare_reports(base, head, base_data, head_data, build_report(base_eval), build_report(head_eval))
+    write_output(render_compare(comparison, fmt), output)
+
+
+@main.command()
+@output_option
+@handle_errors
+def schema(output):
+    """Print the JSON Schema of design specs (the validator's own definitions).
+
+    \b
+    Point your editor at it for validation while typing; with the YAML language server, put
+    this first line in a spec:
+      # yaml-language-server: $schema=../docs/design.schema.json
+    Example:
+      topoplan schema -o docs/design.schema.json
+    """
+    from .spec import DESIGN_SCHEMA
+
+    document = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "topoplan design spec",
+                **DESIGN_SCHEMA.to_json_schema()}
+    write_output(json.dumps(document, indent=2) + "\n", output)
 
 
 @main.group()

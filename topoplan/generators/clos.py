@@ -155,15 +155,20 @@ def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int
     except ValueError as err:
         where = "fabric.leaf_uplinks" if fabric.leaf_uplinks else "fabric.oversubscription"
         raise design.infeasible(where, str(err), "use a split the port count allows") from None
-    if plan.tiers < 3 and fabric.oversubscription["spine"] != 1:
+    check_ratios_apply(design, plan)
+    return plan
+
+
+def check_ratios_apply(design: Design, plan: ClosPlan) -> None:
+    """An oversubscription ratio on a tier without uplinks is a mistake worth saying."""
+    over = design.fabric.oversubscription
+    if plan.tiers < 3 and over["spine"] != 1:
         raise design.infeasible("fabric.oversubscription.spine",
                                 f"the spine is the top tier of this {plan.tiers}-tier fabric and has no uplinks",
                                 "remove the spine ratio or set tiers: 3")
-    if plan.tiers == 1 and fabric.oversubscription["leaf"] != 1:
-        raise design.infeasible("fabric.oversubscription.leaf",
-                                "a single-switch fabric has no uplinks to oversubscribe",
+    if plan.tiers == 1 and over["leaf"] != 1:
+        raise design.infeasible("fabric.oversubscription.leaf", "a single-tier fabric has no uplinks to oversubscribe",
                                 "remove the ratio or set tiers: 2")
-    return plan
 
 
 def generate(design: Design, catalog: Catalog) -> Topology:

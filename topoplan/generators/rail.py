@@ -35,7 +35,7 @@ import numpy as np
 from ..catalog import Catalog
 from ..spec import Design
 from ..topology import Topology, TopologyBuilder
-from .clos import TIER_NAMES, ClosPlan, add_tree, leaf_split, smallest_divisor_at_least
+from .clos import TIER_NAMES, ClosPlan, add_tree, check_ratios_apply, leaf_split, smallest_divisor_at_least
 from .hosts import MAX_ARCS, add_hosts, check_nic_planes, resolve_link_speed
 
 
@@ -133,10 +133,7 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     except ValueError as err:
         raise design.infeasible("fabric.leaf_uplinks" if fabric.leaf_uplinks else "fabric.oversubscription",
                                 str(err), "use a split the port count allows") from None
-    if plan.tiers < 3 and fabric.oversubscription["spine"] != 1:
-        raise design.infeasible("fabric.oversubscription.spine",
-                                f"the spine is the top tier of this {plan.tiers}-tier fabric and has no uplinks",
-                                "remove the spine ratio or set tiers: 3")
+    check_ratios_apply(design, plan)
     arcs = 2 * (design.gpus * 2 + planes * plan.endpoints * plan.tiers)
     if arcs > MAX_ARCS:
         raise design.infeasible("cluster", f"this fabric has {arcs // 2:,} links, more than topoplan holds in memory",

@@ -135,3 +135,52 @@ def _size(size: int) -> str:
     from ..units import format_bytes
 
     return format_bytes(size)
+
+
+def _value(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        return f"{x:,.6g}" if abs(x) < 1e6 else f"{x:,.0f}"
+    return str(x)
+
+
+def _change(row: dict) -> str:
+    if row["delta"] is None:
+        return "changed" if row["base"] != row["head"] else ""
+    if row["delta"] == 0:
+        return ""
+    relative = f" ({row['relative'] * 100:+.1f}%)" if row["relative"] is not None else ""
+    return f"{row['delta']:+,.6g}{relative}"
+
+
+def render_compare(comparison: dict, fmt: str) -> str:
+    """A ``compare`` result as a table, as markdown for a pull-request comment, or as JSON."""
+    if fmt == "json":
+        return json.dumps(comparison, indent=2) + "\n"
+    markdown = fmt == "markdown"
+    base, head = comparison["base"], comparison["head"]
+    out = _heading(f"topoplan compare: {base['source']} -> {head['source']}", markdown, 2 if markdown else 1)
+    changed = [r for r in comparison["metrics"] if _change(r)]
+    headline = [f"{r['metric']} {_change(r)}" for r in changed if r["better"]][:6]
+    out += [("**Summary:** " if markdown else "Summary: ") + ("; ".join(headline) if headline else "no metric changed"),
+            ""]
+    if comparison["regressions"]:
+        out += [("**Regressions:** " if markdown else "Regressions: ") + ", ".join(comparison["regressions"]), ""]
+    out += _heading("Spec changes", markdown, 3 if markdown else 2)
+    if comparison["spec_changes"]:
+        rows = [(f"`{c['path']}`" if markdown else c["path"], _value(c["base"]), _value(c["head"]))
+                for c in comparison["spec_changes"]]
+        out += table(["Field", "Base", "Head"], rows, markdown)
+    else:
+        out.append("none")
+    out.append("")
+    out += _heading("Metrics", markdown, 3 if markdown else 2)
+    rows = [(r["metric"], _value(r["base"]), _value(r["head"]), _change(r), "REGRESSION" if r["regression"] else "")
+            for r in comparison["metrics"]]
+    out += table(["Metric", "Base", "Head", "Change", ""], rows, markdown, right=(1, 2, 3))
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,149 @@
+"""Design review: what a change to a spec does, for pull requests and CI gates.
+
+* ``read_spec_source("designs/x.yaml")`` or ``read_spec_source("main:designs/x.yaml")`` (a git
+  reference, read with ``git show`` so CI need not check out the base);
+* ``spec_diff(base, head)``: the spec fields that changed, as dotted paths (a semantic diff of the data,
+  list items with a ``name`` keyed by it);
+* ``metric_rows(base_report, head_report)``: every compared metric side by side with its absolute and
+  relative change, and whether it got worse (``regression``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+
+from . import yamlio
+from .errors import Problem, SpecError
+
+# metric path -> which way is better ("lower", "higher", or "" when a change is neither)
+_FIXED_METRICS = [
+    ("cost.total_usd", "lower"), ("cost.per_gpu_usd", "lower"), ("power.total_w", "lower"),
+    ("fabric.switches.total", ""), ("fabric.links.total", ""),
+    ("bisection.gbps", "higher"), ("bisection.per_gpu_gbps", "higher"),
+    ("bisection.permutation_per_gpu_gbps", "higher"), ("diameter_hops", "lower"),
+]
+_COLLECTIVE_METRICS = [("time_s", "lower"), ("busbw_GBps", "higher"), ("max_link_utilization", "lower"),
+                       ("bottleneck", "")]
+
+
+def looks_like_ref(source: str) -> bool:
+    """``REF:path`` (and not a plain path that exists, nor a Windows drive)."""
+    return ":" in source and not os.path.exists(source) and len(source.split(":", 1)[0]) > 1
+
+
+def read_spec_source(source: str):
+    """(data, lines, label) of a spec file or a ``REF:path`` git reference."""
+    if not looks_like_ref(source):
+        data, lines = yamlio.read(source)
+        return data, lines, source
+    ref, path = source.split(":", 1)
+    try:
+        done = subprocess.run(["git", "show", f"{ref}:{path}"], capture_output=True, text=True, check=False)
+    except OSError as err:
+        raise SpecError([Problem(source, 0, "", f"cannot run git: {err}", "install git, or pass a file")]) from None
+    if done.returncode != 0:
+        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git show failed"
+        raise SpecError([Problem(source, 0, "", f"cannot read this git reference: {reason}",
+                                 "write REF:path, e.g. main:designs/x.yaml, from inside the repository")])
+    data, lines = yamlio.load(done.stdout, source)
+    return data, lines, source
+
+
+def _flatten(value, prefix="") -> dict:
+    out = {}
+    if isinstance(value, dict):
+        for key in value:
+            out.update(_flatten(value[key], f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(value, list):
+        named = all(isinstance(v, dict) and "name" in v for v in value) and value
+        for index, item in enumerate(value):
+            key = f"{prefix}[{item['name']}]" if named else f"{prefix}[{index}]"
+            out.update(_flatten(item, key))
+    else:
+        out[prefix] = value
+    return out
+
+
+def spec_diff(base: dict, head: dict) -> list[dict]:
+    """Changed spec fields: ``{path, base, head}`` (None where the field is absent)."""
+    a, b = _flatten(base or {}), _flatten(head or {})
+    return [{"path": path, "base": a.get(path), "head": b.get(path)}
+            for path in sorted(set(a) | set(b)) if a.get(path) != b.get(path)]
+
+
+def _get(report: dict, path: str):
+    value = report
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+@dataclass
+class MetricRow:
+    metric: str
+    base: object
+    head: object
+    better: str
+
+    @property
+    def delta(self):
+        if isinstance(self.base, (int, float)) and isinstance(self.head, (int, float)):
+            return self.head - self.base
+        return None
+
+    @property
+    def relative(self):
+        d = self.delta
+        if d is None or not self.base:
+            return None
+        return d / abs(self.base)
+
+    def worse_by(self) -> float:
+        """Relative worsening (0 when not worse); a categorical change or a lost value counts as 1."""
+        if self.base is not None and self.head is None:
+            return 1.0
+        d = self.delta
+        if d is None or not self.better:
+            return 0.0
+        worse = d > 0 if self.better == "lower" else d < 0
+        if not worse:
+            return 0.0
+        return abs(d) / abs(self.base) if self.base else 1.0
+
+    @property
+    def regression(self) -> bool:
+        return self.worse_by() > 1e-9
+
+
+def metric_rows(base: dict, head: dict) -> list[MetricRow]:
+    rows = [MetricRow(path, _get(base, path), _get(head, path), better) for path, better in _FIXED_METRICS]
+    for section in ("cost.by_category", "fabric.switches.by_tier", "fabric.links.by_tier"):
+        keys = sorted(set(_get(base, section) or {}) | set(_get(head, section) or {}))
+        better = "lower" if section.startswith("cost") else ""
+        rows += [MetricRow(f"{section}.{k}", (_get(base, section) or {}).get(k, 0),
+                           (_get(head, section) or {}).get(k, 0), better) for k in keys]
+    base_c = {c["name"]: c for c in base.get("collectives", [])}
+    head_c = {c["name"]: c for c in head.get("collectives", [])}
+    for name in list(base_c) + [n for n in head_c if n not in base_c]:
+        for field, better in _COLLECTIVE_METRICS:
+            rows.append(MetricRow(f"collectives.{name}.{field}", base_c.get(name, {}).get(field),
+                                  head_c.get(name, {}).get(field), better))
+    return rows
+
+
+def compare_reports(base_label: str, head_label: str, base_spec, head_spec, base: dict, head: dict) -> dict:
+    """The comparison as one JSON-able dict (the ``compare --format json`` contract)."""
+    rows = metric_rows(base, head)
+    return {
+        "base": {"source": base_label, "name": base["design"]["name"]},
+        "head": {"source": head_label, "name": head["design"]["name"]},
+        "spec_changes": spec_diff(base_spec, head_spec),
+        "metrics": [{"metric": r.metric, "base": r.base, "head": r.head, "delta": r.delta,
+                     "relative": r.relative, "better": r.better or None, "regression": r.regression}
+                    for r in rows],
+        "regressions": [r.metric for r in rows if r.regression],
+    }
