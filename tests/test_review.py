@@ -143,3 +143,10 @@ def test_report_twice_gives_identical_bytes(in_root, tmp_path, spec):
         assert invoke("report", f"designs/{spec}", "--format", "json", "-o", out).exit_code == 0
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
+
+
+def test_committed_schema_is_current():
+    """docs/design.schema.json, which the designs' modelines point at, is what `topoplan schema` prints."""
+    assert (ROOT / "docs" / "design.schema.json").read_text() == invoke("schema").output
+    for spec in (ROOT / "designs").glob("*.yaml"):
+        assert spec.read_text().startswith("# yaml-language-server: $schema=../docs/design.schema.json\n")
