@@ -241,7 +241,7 @@ class Obj(Schema):
                       "write 'key: value' lines indented under this key" if path else "a spec starts with 'name:'")
             return MISSING
         out = {}
-        for name, item in value.items():
+        for name in value:
             if name not in self.keys:
                 ctx.error(path + (name,), f"unknown key '{name}'", did_you_mean(name, self.keys))
         for name, key in self.keys.items():

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from . import yamlio
 from .catalog import Catalog
-from .errors import InfeasibleDesign, Problem, SpecError, did_you_mean
+from .errors import InfeasibleDesign, SpecError, did_you_mean
 from .schema import (MISSING, Bool, Context, Dict, Enum, Int, Key, List, Map, Num, Obj, OneOf, Parsed, Str,
                      has_missing)
 from .units import parse_size

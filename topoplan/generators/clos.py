@@ -106,7 +106,6 @@ def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None, le
         raise ValueError(f"a {radix[0]}-port leaf cannot be split {ratios[0]:g}:1")
     candidates = [tiers] if tiers else [1, 2, 3]
     for t in candidates:
-        down = (radix[0],) if t == 1 else (d1, radix[1]) if t == 2 else (d1, d2, radix[2])
         limit = max_endpoints(t, radix, (d1, d2))
         if endpoints <= limit:
             break
@@ -190,7 +189,7 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     endpoint_leaf = np.arange(plan.endpoints, dtype=np.int64) // plan.down[0]
     leaf_pod = np.arange(plan.leaves, dtype=np.int32) // plan.leaves_per_pod
     for plane in range(planes):
-        add_tree(builder, plan, plane, hosts.endpoints[plane], endpoint_leaf, leaf_pod, models, link_gbps, cabling)
+        add_tree(builder, plan, plane, hosts.endpoints, endpoint_leaf, leaf_pod, models, link_gbps, cabling)
 
     bisection = planes * clos_bisection_gbps(plan, link_gbps)
     hierarchy = {

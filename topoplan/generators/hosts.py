@@ -43,11 +43,7 @@ class Hosts:
     server: Server
     nic: Nic
     servers: int
-    gpu_ids: np.ndarray          # (S*g,)
-    nic_ids: np.ndarray          # (S*n,)
-    endpoints: list              # per plane: NIC node id of each fabric-facing port, in order
-    endpoint_server: list        # per plane: server of each endpoint
-    endpoint_rail: list          # per plane: NIC index (rail) of each endpoint
+    endpoints: np.ndarray        # NIC node id of each fabric-facing port of a plane, in order
     link_gbps: float             # rate of every NIC-switch link
 
     @property
@@ -84,16 +80,9 @@ def add_hosts(builder: TopologyBuilder, design: Design, catalog: Catalog, link_g
     nic_of_gpu = nics[gpu_server * n + np.tile(np.asarray(server.gpu_nics, dtype=np.int64), S)]
     builder.add_links(gpus, nic_of_gpu, pcie_gbps(server.pcie_gen, server.pcie_lanes), 0.0, "pcie", "host")
 
-    ports_per_plane = p // planes
-    endpoints, endpoint_server, endpoint_rail = [], [], []
-    for plane in range(planes):
-        # ports plane, plane + planes, ... of every NIC, ordered server-major, then NIC, then port
-        ep = np.repeat(nics, ports_per_plane)
-        endpoints.append(ep)
-        endpoint_server.append(np.repeat(nic_server, ports_per_plane))
-        endpoint_rail.append(np.repeat(np.tile(np.arange(n, dtype=np.int32), S), ports_per_plane))
-    return Hosts(server=server, nic=nic, servers=S, gpu_ids=gpus, nic_ids=nics, endpoints=endpoints,
-                 endpoint_server=endpoint_server, endpoint_rail=endpoint_rail, link_gbps=link_gbps)
+    # every plane sees the same endpoints: each NIC's ports of that plane, server-major, then NIC, then port
+    endpoints = np.repeat(nics, p // planes)
+    return Hosts(server=server, nic=nic, servers=S, endpoints=endpoints, link_gbps=link_gbps)
 
 
 def resolve_link_speed(design: Design, catalog: Catalog, warnings: list) -> float:

@@ -145,7 +145,7 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     endpoint_leaf = (endpoint // rails) // su * rails + endpoint % rails
     leaf_rail = np.tile(np.arange(rails, dtype=np.int32), sus)
     for plane in range(planes):
-        add_tree(builder, plan, plane, hosts.endpoints[plane], endpoint_leaf, leaf_pod, models, link_gbps,
+        add_tree(builder, plan, plane, hosts.endpoints, endpoint_leaf, leaf_pod, models, link_gbps,
                  fabric.cabling, leaf_rail=leaf_rail)
 
     per_rail = fabric.topology == "rail-only" or fabric.aggregation == "same-rail"
