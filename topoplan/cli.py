@@ -310,6 +310,28 @@ def schema(output):
     write_output(json.dumps(document, indent=2) + "\n", output)
 
 
+@main.command()
+@click.argument("source", type=click.Path())
+@format_option
+@output_option
+@handle_errors
+def host(source, fmt, output):
+    """Analyse one server's PCIe/NVLink topology from an NCCL topology XML or `nvidia-smi topo -m` text.
+
+    \b
+    For every GPU-GPU and GPU-NIC pair: the path class (NV#, PIX, PXB, PHB, NODE, SYS) and, from
+    NCCL XML, the bottleneck bandwidth by NCCL's rules; the GPU-to-NIC assignment (closest first, no
+    NIC serving two GPUs while another is idle); warnings for cross-socket paths.
+    Examples:
+      NCCL_TOPO_DUMP_FILE=system.xml <run any NCCL job>;  topoplan host system.xml
+      nvidia-smi topo -m > topo.txt;  topoplan host topo.txt --format markdown
+    """
+    from .importers import read_host
+    from .report.host import host_report, render_host
+
+    write_output(render_host(host_report(read_host(source)), fmt), output)
+
+
 @main.group()
 def catalog():
     """List and inspect the hardware catalog (shipped entries plus --catalog files)."""

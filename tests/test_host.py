@@ -1,0 +1,143 @@
+"""Host graphs from real files: NCCL topology XML (Azure ND A100 v4 / ND H100 v5) and nvidia-smi topo -m."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from topoplan.cli import main
+from topoplan.errors import SpecError
+from topoplan.hostgraph import HostGraph, assign_nics
+from topoplan.importers import nccl_xml, nvidia_smi, read_host
+
+ROOT = Path(__file__).resolve().parent.parent
+NCCL = ROOT / "tests" / "fixtures" / "nccl"
+SMI = ROOT / "tests" / "fixtures" / "nvidia-smi"
+
+
+def _by_label(graph):
+    return {graph.label[i]: i for i in range(len(graph.kind))}
+
+
+@pytest.mark.parametrize("file,cpus,switches,gbps,inter", [("azure-ndv4-topo.xml", 4, 4, 24.0, 16.0),
+                                                            ("azure-ndv5-topo.xml", 2, 8, 48.0, 22.0)])
+def test_azure_topology_files(file, cpus, switches, gbps, inter):
+    """8 GPUs and 8 NICs; NUMA nodes and switches as in the file; GPU-NIC under one switch PIX; across
+    sockets SYS; PCIe by NCCL's rule (Gen4 x16 24 GB/s, Gen5 x16 48 GB/s); AMD 16 / Sapphire Rapids 22."""
+    graph = nccl_xml.read(str(NCCL / file))
+    assert len(graph.gpus()) == 8 and len(graph.nics()) == 8
+    assert len(graph.of_kind("cpu")) == cpus and len(graph.of_kind("pci")) == switches
+    for gpu in graph.gpus():
+        siblings = [n for n in graph.nics() if graph.parent[n] == graph.parent[gpu]]
+        assert siblings and all(graph.path_class(gpu, n) == "PIX" for n in siblings)
+        assert graph.path_GBps(gpu, siblings[0]) == gbps
+        other_socket = [n for n in graph.nics() if graph.chain(n)[-1] != graph.chain(gpu)[-1]]
+        assert all(graph.path_class(gpu, n) == "SYS" for n in other_socket)
+        assert graph.path_GBps(gpu, other_socket[0]) == min(gbps, inter)
+    assert graph.inter_cpu_GBps == inter
+    assignment = assign_nics(graph)
+    assert all(graph.path_class(g, n) == "PIX" for g, n in assignment.items())
+    assert len(set(assignment.values())) == 8
+
+
+def test_nccl_pcie_bandwidth_rule():
+    """formats_and_user_asks.md 4.2: width x lane speed / 80; unknown speed -> Gen3, width 0 -> 16."""
+    assert nccl_xml.pci_GBps("16.0 GT/s PCIe", "16") == 24.0
+    assert nccl_xml.pci_GBps("32.0 GT/s PCIe", "16") == 48.0
+    assert nccl_xml.pci_GBps("8 GT/s", "8") == 6.0
+    assert nccl_xml.pci_GBps("weird", "0") == 12.0
+
+
+def test_nvlink_and_nic_speed_from_a_bare_metal_dump(tmp_path):
+    xml = tmp_path / "dgx.xml"
+    xml.write_text("""<system version="1">
+  <cpu numaid="0" vendor="AuthenticAMD" familyid="143" modelid="49">
+    <pci busid="0000:01:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:07:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
+        <gpu dev="0" sm="80" rank="0" gdr="1"><nvlink target="0000:c7:00.0" count="12" tclass="0x068000"/></gpu>
+      </pci>
+      <pci busid="0000:61:00.0" class="0x020700" link_speed="16.0 GT/s PCIe" link_width="16" newattr="kept">
+        <nic><net name="mlx5_4" dev="4" speed="200000" port="1"/></nic>
+      </pci>
+      <pci busid="0000:08:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
+        <gpu dev="1" sm="80" rank="1" gdr="1"><nvlink target="0000:c7:00.0" count="12" tclass="0x068000"/></gpu>
+      </pci>
+    </pci>
+  </cpu>
+</system>
+""")
+    graph = nccl_xml.read(str(xml))
+    labels = _by_label(graph)
+    a, b, nic = labels["0000:07:00.0"], labels["0000:08:00.0"], labels["mlx5_4"]
+    assert graph.path_class(a, b) == "NV12"
+    assert graph.path_GBps(a, b) == 12 * 20.0
+    assert graph.path_class(a, nic) == "PIX"
+    assert graph.path_GBps(a, nic) == 24.0  # the NIC's 200G (25 GB/s) is above the Gen4 x16 link
+
+
+DGX_CLOSEST = {"GPU0": "mlx5_0", "GPU1": "mlx5_3", "GPU2": "mlx5_4", "GPU3": "mlx5_5", "GPU4": "mlx5_6",
+               "GPU5": "mlx5_9", "GPU6": "mlx5_10", "GPU7": "mlx5_11"}
+
+
+@pytest.mark.parametrize("file", ["dgx-h100.txt", "dgx-h100-lost-tabs.txt", "dgx-h100-old-driver.txt"])
+def test_dgx_h100_nvidia_smi(file):
+    graph = nvidia_smi.read(str(SMI / file))
+    assert not graph.has_bandwidth
+    labels = _by_label(graph)
+    gpus = [labels[f"GPU{i}"] for i in range(8)]
+    assert all(graph.path_class(a, b) == "NV18" for a in gpus for b in gpus if a != b)
+    assignment = assign_nics(graph)
+    assert {graph.label[g]: graph.label[n] for g, n in assignment.items()} == DGX_CLOSEST
+    assert graph.path_class(labels["GPU0"], labels["mlx5_6"]) == "SYS"
+    if "old-driver" not in file:
+        assert graph.affinity[labels["GPU5"]] == {"cpus": "56-111,168-223", "numa": "1"}
+
+
+def test_assignment_never_doubles_up_while_a_nic_is_idle():
+    """A PCIe-only host: 8 GPUs, 4 NICs, every GPU closest to NIC 0. The assignment uses all 4 NICs,
+    two GPUs each, and prefers the closer NIC within that rule."""
+    graph = HostGraph(source="synthetic", has_bandwidth=False)
+    gpus = [graph.add("gpu", f"GPU{i}", -1, None) for i in range(8)]
+    nics = [graph.add("nic", f"NIC{i}", -1, None) for i in range(4)]
+    for g in gpus:
+        for j, n in enumerate(nics):
+            graph.classes[(g, n)] = "PIX" if j == 0 else "NODE" if j < 3 else "SYS"
+    assignment = assign_nics(graph)
+    counts = [list(assignment.values()).count(n) for n in nics]
+    assert counts == [2, 2, 2, 2]
+
+
+@pytest.mark.parametrize("file,message", [
+    ("empty.txt", "the matrix has a header but no rows"),
+    ("mismatched-columns.txt", "is not a path class"),
+    ("unknown-token.txt", "'NVX' is not a path class"),
+])
+def test_bad_matrices_exit_2_with_line(in_root, file, message):
+    result = CliRunner().invoke(main, ["host", f"tests/fixtures/nvidia-smi/{file}"], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert message in result.stderr and f"{file}:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_malformed_xml_exit_2_with_line(in_root):
+    result = CliRunner().invoke(main, ["host", "tests/fixtures/bad-topo.xml"], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("tests/fixtures/bad-topo.xml:4: malformed XML")
+
+
+def test_no_matrix_at_all(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("this is not nvidia-smi output\n")
+    with pytest.raises(SpecError):
+        read_host(str(text))
+
+
+def test_host_command_formats():
+    for fmt in ("table", "markdown", "json"):
+        result = CliRunner().invoke(main, ["host", str(NCCL / "azure-ndv4-topo.xml"), "--format", fmt])
+        assert result.exit_code == 0
+    report = json.loads(result.output)
+    assert report["gpus"] == 8 and report["cpus"] == 4
+    assert any("cross the CPU sockets" in w for w in report["warnings"])

@@ -1,0 +1,122 @@
+"""Host graphs: the PCIe tree inside one server, and the path classes between its devices.
+
+A ``HostGraph`` is a tree per CPU socket (NUMA node): CPU -> PCIe bridges/switches (nested) -> GPUs and
+NICs, plus the inter-socket link and the GPUs' NVLink connections. Bandwidths follow NCCL's model
+(``src/graph/topo.cc``), per direction, in GB/s: PCIe ``width * gen_speed / 80`` (Gen4 x16 = 24, Gen5
+x16 = 48), NIC ``speed_Mbps / 8000``, NVLink ``count * per-link``, inter-socket by CPU vendor/model.
+
+Path classes, as ``nvidia-smi topo -m`` names them: ``NV#`` (NVLink), ``PIX`` (at most one PCIe bridge),
+``PXB`` (several bridges, no host bridge), ``PHB`` (through the CPU's host bridge), ``NODE`` (between
+host bridges of one NUMA node), ``SYS`` (across the inter-socket link). Host graphs are tens of nodes,
+so plain Python lists serve; they are not a hot path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CLASS_ORDER = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")  # closest first
+
+
+def class_rank(path_class: str) -> int:
+    return 0 if path_class.startswith("NV") else CLASS_ORDER.index(path_class)
+
+
+@dataclass
+class HostGraph:
+    """Devices of one host. ``parent[i]`` is the tree parent (-1 for CPUs); ``up_GBps[i]`` the bandwidth
+    of the link from node i to its parent (None when the input does not say)."""
+
+    source: str
+    kind: list = field(default_factory=list)      # "cpu", "pci" (bridge/switch), "gpu", "nic"
+    label: list = field(default_factory=list)     # bus id, NIC name, "cpu0"
+    parent: list = field(default_factory=list)
+    up_GBps: list = field(default_factory=list)
+    inter_cpu_GBps: float | None = None
+    nvlink: dict = field(default_factory=dict)    # (gpu, gpu) -> links, for GPU pairs joined by NVLink
+    nvlink_GBps: dict = field(default_factory=dict)  # gpu -> NVLink GB/s to its peers or switch
+    nic_GBps: dict = field(default_factory=dict)  # nic -> network speed GB/s
+    has_bandwidth: bool = True
+    classes: dict = field(default_factory=dict)   # (a, b) -> class, when read directly (nvidia-smi)
+    affinity: dict = field(default_factory=dict)  # gpu -> {"cpus": "0-55,112-167", "numa": "0"} (nvidia-smi)
+    notes: list = field(default_factory=list)
+
+    def add(self, kind: str, label: str, parent: int, up_GBps: float | None) -> int:
+        self.kind.append(kind)
+        self.label.append(label)
+        self.parent.append(parent)
+        self.up_GBps.append(up_GBps)
+        return len(self.kind) - 1
+
+    def of_kind(self, kind: str) -> list[int]:
+        return [i for i, k in enumerate(self.kind) if k == kind]
+
+    def chain(self, node: int) -> list[int]:
+        """node, its parent, ... up to its CPU."""
+        out = [node]
+        while self.parent[out[-1]] >= 0:
+            out.append(self.parent[out[-1]])
+        return out
+
+    def path_class(self, a: int, b: int) -> str:
+        if (a, b) in self.classes:
+            return self.classes[(a, b)]
+        if (a, b) in self.nvlink:
+            return f"NV{self.nvlink[(a, b)]}"
+        up_a, up_b = self.chain(a), self.chain(b)
+        if up_a[-1] != up_b[-1]:
+            return "SYS"
+        common = next(n for n in up_a if n in up_b)
+        if self.kind[common] == "pci":
+            return "PIX" if self.parent[a] == common and self.parent[b] == common else "PXB"
+        # through the CPU: between two host bridges (root ports) is NODE, a device on the CPU itself PHB
+        return "NODE" if self.parent[a] != common and self.parent[b] != common else "PHB"
+
+    def path_GBps(self, a: int, b: int) -> float | None:
+        """Bottleneck bandwidth of the path from a to b on its own (NCCL model), or None if unknown."""
+        if not self.has_bandwidth:
+            return None
+        if (a, b) in self.nvlink:
+            return min(self.nvlink_GBps.get(a, 0.0), self.nvlink_GBps.get(b, 0.0))
+        up_a, up_b = self.chain(a), self.chain(b)
+        links = []
+        common = next((n for n in up_a if n in up_b), None)
+        for chain in (up_a, up_b):
+            for node in chain:
+                if node == common:
+                    break
+                links.append(self.up_GBps[node])
+        if common is None:
+            links.append(self.inter_cpu_GBps)
+        for end in (a, b):
+            if end in self.nic_GBps:
+                links.append(self.nic_GBps[end])
+        known = [x for x in links if x is not None]
+        return min(known) if known else None
+
+    def gpus(self) -> list[int]:
+        return self.of_kind("gpu")
+
+    def nics(self) -> list[int]:
+        return self.of_kind("nic")
+
+
+def assign_nics(graph: HostGraph) -> dict:
+    """GPU -> NIC: closest path class first, then bandwidth; every NIC serves a GPU before any NIC serves
+    two (a GPU never shares a NIC while another NIC is idle)."""
+    import numpy as np
+    from scipy.optimize import linear_sum_assignment
+
+    gpus, nics = graph.gpus(), graph.nics()
+    if not gpus or not nics:
+        return {}
+    copies = -(-len(gpus) // len(nics))
+    big = 1e6
+    cost = np.zeros((len(gpus), len(nics) * copies))
+    for i, g in enumerate(gpus):
+        for j, n in enumerate(nics):
+            bandwidth = graph.path_GBps(g, n) or 0.0
+            for c in range(copies):
+                cost[i, c * len(nics) + j] = c * big * 10 + class_rank(graph.path_class(g, n)) * big - bandwidth
+    rows, cols = linear_sum_assignment(cost)
+    return {gpus[r]: nics[c % len(nics)] for r, c in zip(rows, cols)}

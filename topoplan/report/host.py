@@ -1,0 +1,73 @@
+"""The ``topoplan host`` report: path classes, bandwidths, the GPU-NIC assignment and warnings."""
+
+from __future__ import annotations
+
+import json
+
+from ..hostgraph import HostGraph, assign_nics
+from .writers import _heading, table
+
+
+def host_report(graph: HostGraph) -> dict:
+    gpus, nics = graph.gpus(), graph.nics()
+    name = graph.label
+    assignment = assign_nics(graph)
+    pairs = []
+    for a in gpus:
+        for b in gpus + nics:
+            if a != b:
+                pairs.append({"a": name[a], "b": name[b], "class": graph.path_class(a, b),
+                              "GBps": graph.path_GBps(a, b)})
+    warnings = list(graph.notes)
+    cross = sorted({(name[p_a], name[p_b]) for p_a in gpus for p_b in gpus
+                    if p_a < p_b and graph.path_class(p_a, p_b) == "SYS"})
+    if cross:
+        warnings.append(f"{len(cross)} GPU pairs cross the CPU sockets (SYS): NCCL uses GPU peer-to-peer only up "
+                        "to PXB, so these stage through host memory")
+    far = [name[g] for g, n in assignment.items() if graph.path_class(g, n) in ("PHB", "NODE", "SYS")]
+    if far:
+        warnings.append(f"GPUs whose NIC is beyond their PCIe switch (GPUDirect RDMA needs PXB or closer): "
+                        f"{', '.join(far)}")
+    loads: dict[int, int] = {}
+    for nic in assignment.values():
+        loads[nic] = loads.get(nic, 0) + 1
+    return {
+        "source": graph.source,
+        "gpus": len(gpus), "nics": len(nics),
+        "cpus": len(graph.of_kind("cpu")) if graph.has_bandwidth else None,
+        "pci_switches": len(graph.of_kind("pci")) if graph.has_bandwidth else None,
+        "numa": {name[g]: graph.affinity[g]["numa"] for g in gpus if g in graph.affinity},
+        "bandwidth_known": graph.has_bandwidth,
+        "inter_cpu_GBps": graph.inter_cpu_GBps,
+        "assignment": [{"gpu": name[g], "nic": name[n], "class": graph.path_class(g, n),
+                        "GBps": graph.path_GBps(g, n), "gpus_on_nic": loads[n]} for g, n in assignment.items()],
+        "pairs": pairs,
+        "warnings": warnings,
+    }
+
+
+def render_host(report: dict, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(report, indent=2) + "\n"
+    markdown = fmt == "markdown"
+    out = _heading(f"topoplan host: {report['source']}", markdown, 1)
+    if report["cpus"] is None:
+        numa = ", ".join(f"{g}: {n}" for g, n in report["numa"].items())
+        out += [f"{report['gpus']} GPUs, {report['nics']} NICs (path classes only)."
+                + (f" NUMA node per GPU: {numa}." if numa else ""), ""]
+    else:
+        out += [f"{report['gpus']} GPUs, {report['nics']} NICs, {report['cpus']} CPU socket(s), "
+                f"{report['pci_switches']} PCIe bridges/switches.", ""]
+    out += _heading("GPU to NIC", markdown)
+    rows = [(a["gpu"], a["nic"], a["class"], "-" if a["GBps"] is None else f"{a['GBps']:g}", a["gpus_on_nic"])
+            for a in report["assignment"]]
+    out += table(["GPU", "NIC", "Path", "GB/s (NCCL model)", "GPUs on NIC"], rows, markdown, right=(3, 4))
+    out.append("")
+    gpu_names = [a["gpu"] for a in report["assignment"]] or sorted({p["a"] for p in report["pairs"]})
+    by_pair = {(p["a"], p["b"]): p["class"] for p in report["pairs"]}
+    out += _heading("GPU to GPU paths", markdown)
+    rows = [[a] + [("X" if a == b else by_pair.get((a, b), "?")) for b in gpu_names] for a in gpu_names]
+    out += table([""] + gpu_names, rows, markdown)
+    if report["warnings"]:
+        out += [""] + _heading("Warnings", markdown) + [f"- {w}" for w in report["warnings"]]
+    return "\n".join(out).rstrip() + "\n"
