@@ -141,3 +141,69 @@ def test_host_command_formats():
     report = json.loads(result.output)
     assert report["gpus"] == 8 and report["cpus"] == 4
     assert any("cross the CPU sockets" in w for w in report["warnings"])
+
+
+# --- templates and ring analysis ----------------------------------------------------------------------
+
+def _template(catalog, server_id, **host):
+    import dataclasses
+
+    from topoplan.generators.host import host_graph
+
+    server = catalog.servers[server_id]
+    if host:
+        server = dataclasses.replace(server, host={**server.host, **host})
+    return host_graph(server, catalog)
+
+
+@pytest.mark.parametrize("server_id,sockets,switches,gpu_nic_gbps,gpu_gpu", [
+    ("dgx-h100", 2, 4, 48.0, "NV18"), ("hgx-a100", 2, 4, 24.0, "NV12"), ("pcie-8gpu-l40s", 2, 2, 24.0, "PIX")])
+def test_templates(catalog, server_id, sockets, switches, gpu_nic_gbps, gpu_gpu):
+    graph = _template(catalog, server_id)
+    assert len(graph.of_kind("cpu")) == sockets and len(graph.of_kind("pci")) == switches
+    gpus, nics = graph.gpus(), graph.nics()
+    assert len(gpus) == 8 and len(nics) == catalog.servers[server_id].nics
+    assignment = assign_nics(graph)
+    assert all(graph.path_class(g, n) == "PIX" and graph.path_GBps(g, n) == gpu_nic_gbps
+               for g, n in assignment.items())
+    assert graph.path_class(gpus[0], gpus[1]) == gpu_gpu
+    assert graph.path_class(gpus[0], gpus[7]) == ("SYS" if gpu_gpu == "PIX" else gpu_gpu)
+
+
+def test_pcie_only_ring_and_shared_nics(catalog):
+    """PCIe-only, 4 GPUs and 2 NICs per Gen4 switch, one switch per socket: any ring crosses the sockets
+    once each way, so busbw is the inter-socket 22 GB/s (Sapphire Rapids in NCCL's model), at least the
+    naive order's; two GPUs share each NIC's x16 link when all send at once: 12 GB/s each."""
+    from topoplan.hostgraph import best_ring, concurrent_GBps, ring_busbw
+
+    graph = _template(catalog, "pcie-8gpu-l40s")
+    naive, why = ring_busbw(graph, graph.gpus())
+    order, best, best_why = best_ring(graph)
+    assert naive == 22.0 and "inter-socket" in why
+    assert best >= naive and "share" in best_why
+    rates, load_why = concurrent_GBps(graph, list(assign_nics(graph).items()))
+    assert rates == [12.0] * 8 and "2 transfer(s)" in load_why
+
+
+def test_ring_search_beats_a_bad_naive_order(catalog):
+    """GPUs interleaved over the sockets: the naive ring crosses them on every hop (4 transfers each way
+    on a 22 GB/s link: 5.5 GB/s); the search finds the order that crosses twice (22 GB/s)."""
+    from topoplan.hostgraph import best_ring, ring_busbw
+
+    graph = _template(catalog, "pcie-8gpu-l40s", switches=[
+        {"socket": 0, "gen": 4, "lanes": 16, "gpus": [0, 2, 4, 6], "nics": [0, 1]},
+        {"socket": 1, "gen": 4, "lanes": 16, "gpus": [1, 3, 5, 7], "nics": [2, 3]}])
+    assert ring_busbw(graph, graph.gpus())[0] == pytest.approx(5.5)
+    order, best, _ = best_ring(graph)
+    assert best == pytest.approx(22.0)
+    labels = [graph.label[g] for g in order]
+    crossings = sum(1 for a, b in zip(labels, labels[1:] + labels[:1]) if int(a[3]) % 2 != int(b[3]) % 2)
+    assert crossings == 2
+
+
+def test_host_command_on_a_spec(in_root):
+    result = CliRunner().invoke(main, ["host", "designs/fat-tree-1k.yaml", "--format", "json"], catch_exceptions=False)
+    assert result.exit_code == 0
+    report = json.loads(result.output)
+    assert report["ring"]["best_busbw_GBps"] == 450.0  # NVLink4: 450 GB/s per direction
+    assert {a["nic"] for a in report["assignment"]} == {f"NIC{i}" for i in range(8)}

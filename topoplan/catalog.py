@@ -151,6 +151,7 @@ class Server:
     power_w: float
     price_usd: float
     source: str
+    host: dict | None = None   # PCIe layout template (sockets, switches), for host graphs
 
 
 def pcie_gbps(gen: int, lanes: int) -> float:
@@ -201,7 +202,19 @@ _SECTIONS = {
         "nic": Key(_ID, True), "nics": Key(_COUNT, True), "gpu_nics": Key(List(Int(minimum=0)), True),
         "pcie_gen": Key(Int(minimum=1, maximum=7), True), "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True),
         "nvlink_alpha_us": Key(_NONNEG, True), "pcie_alpha_us": Key(_NONNEG, True),
-        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
+        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True),
+        "host": Key(Obj({
+            "sockets": Key(Int(minimum=1, maximum=8), True),
+            "cpu": Key(Enum(("intel-skl", "intel-spr", "intel-emr", "amd")), True),
+            "nvlinks": Key(Int(minimum=0), False, 0),
+            "switches": Key(List(Obj({
+                "socket": Key(Int(minimum=0), True),
+                "gen": Key(Int(minimum=1, maximum=7), True),
+                "lanes": Key(Enum((4, 8, 16, 32)), False, 16),
+                "gpus": Key(List(Int(minimum=0)), False, []),
+                "nics": Key(List(Int(minimum=0)), False, []),
+            })), True),
+        }, doc="PCIe layout: CPU sockets and the PCIe switches under them"), False)})),
 }
 SECTIONS = tuple(_SECTIONS)
 
@@ -303,6 +316,17 @@ def _cross_check(catalog: Catalog, problems: list) -> None:
             problems.append(Problem(file, int(line), f"servers[{sid}].gpu_nics",
                                     f"only {len(set(server.gpu_nics))} of the {server.nics} NICs serve a GPU",
                                     "every compute NIC must serve at least one GPU"))
+        host = server.host
+        if host:
+            for index, switch in enumerate(host["switches"]):
+                bad = ([f"socket {switch['socket']}"] if switch["socket"] >= host["sockets"] else []) + \
+                      [f"GPU {g}" for g in switch["gpus"] if g >= server.gpus] + \
+                      [f"NIC {n}" for n in switch["nics"] if n >= server.nics]
+                if bad:
+                    problems.append(Problem(file, int(line), f"servers[{sid}].host.switches[{index}]",
+                                            f"refers to {', '.join(bad)}, which the server does not have",
+                                            f"sockets 0..{host['sockets'] - 1}, GPUs 0..{server.gpus - 1}, "
+                                            f"NICs 0..{server.nics - 1}"))
     for sid, switch in catalog.switches.items():
         if (switch.ports % switch.cages) != 0:
             file, _, line = catalog.origin[("switches", sid)].rpartition(":")

@@ -314,22 +314,35 @@ def schema(output):
 @click.argument("source", type=click.Path())
 @format_option
 @output_option
+@catalog_option
 @handle_errors
-def host(source, fmt, output):
-    """Analyse one server's PCIe/NVLink topology from an NCCL topology XML or `nvidia-smi topo -m` text.
+def host(source, fmt, output, catalog_files):
+    """Analyse one server's PCIe/NVLink topology: a design spec (its server's catalog template), an NCCL
+    topology XML, or `nvidia-smi topo -m` text.
 
     \b
-    For every GPU-GPU and GPU-NIC pair: the path class (NV#, PIX, PXB, PHB, NODE, SYS) and, from
-    NCCL XML, the bottleneck bandwidth by NCCL's rules; the GPU-to-NIC assignment (closest first, no
-    NIC serving two GPUs while another is idle); warnings for cross-socket paths.
+    For every GPU-GPU and GPU-NIC pair: the path class (NV#, PIX, PXB, PHB, NODE, SYS) and the
+    bottleneck bandwidth by NCCL's rules (not from nvidia-smi, which gives no speeds); the GPU-to-NIC
+    assignment (closest first, no NIC serving two GPUs while another is idle) and each GPU's bandwidth
+    when all send at once; the best intra-host ring order against the naive one; warnings.
     Examples:
+      topoplan host designs/fat-tree-1k.yaml
       NCCL_TOPO_DUMP_FILE=system.xml <run any NCCL job>;  topoplan host system.xml
       nvidia-smi topo -m > topo.txt;  topoplan host topo.txt --format markdown
     """
     from .importers import read_host
     from .report.host import host_report, render_host
 
-    write_output(render_host(host_report(read_host(source)), fmt), output)
+    if source.endswith((".yaml", ".yml")):
+        from .generators.host import host_graph
+        from .spec import load_design
+
+        catalog = load_catalog(catalog_files)
+        design = load_design(source, catalog)
+        graph = host_graph(catalog.servers[design.cluster.server], catalog)
+    else:
+        graph = read_host(source)
+    write_output(render_host(host_report(graph), fmt), output)
 
 
 @main.group()

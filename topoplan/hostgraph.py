@@ -101,6 +101,108 @@ class HostGraph:
         return self.of_kind("nic")
 
 
+def path_links(graph: HostGraph, a: int, b: int) -> list[tuple]:
+    """The directed links a transfer from a to b uses, as (key, GB/s); NVLink through a non-blocking
+    domain counts as the two GPUs' own NVLink ports."""
+    if (a, b) in graph.nvlink:
+        return [(("nvlink-out", a), graph.nvlink_GBps.get(a)), (("nvlink-in", b), graph.nvlink_GBps.get(b))]
+    up_a, up_b = graph.chain(a), graph.chain(b)
+    common = next((n for n in up_a if n in up_b), None)
+    links = []
+    for node in up_a:
+        if node == common:
+            break
+        if graph.parent[node] >= 0:
+            links.append(((node, "up"), graph.up_GBps[node]))
+    if common is None:
+        links.append((("sockets", up_a[-1], up_b[-1]), graph.inter_cpu_GBps))
+    for node in up_b:
+        if node == common:
+            break
+        if graph.parent[node] >= 0:
+            links.append(((node, "down"), graph.up_GBps[node]))
+    for end, direction in ((a, "out"), (b, "in")):
+        if end in graph.nic_GBps:
+            links.append((("network", end, direction), graph.nic_GBps[end]))
+    return links
+
+
+def concurrent_GBps(graph: HostGraph, pairs: list[tuple[int, int]]) -> tuple[list, str]:
+    """Each pair's bandwidth when all transfer at once (every link shared equally by the transfers
+    crossing it), and the busiest link as a sentence."""
+    flows: dict = {}
+    paths = [path_links(graph, a, b) for a, b in pairs]
+    for path in paths:
+        for key, _bw in path:
+            flows[key] = flows.get(key, 0) + 1
+    rates = []
+    worst, worst_key = None, None
+    for path in paths:
+        rate = None
+        for key, bw in path:
+            if bw is None:
+                continue
+            share = bw / flows[key]
+            if rate is None or share < rate:
+                rate = share
+            if worst is None or share < worst:
+                worst, worst_key = share, key
+        rates.append(rate)
+    return rates, (_describe(graph, worst_key, flows[worst_key], worst) if worst_key else "")
+
+
+def _describe(graph: HostGraph, key: tuple, flows: int, share: float) -> str:
+    if key[0] == "sockets":
+        what = "the inter-socket link"
+    elif key[0] in ("nvlink-out", "nvlink-in"):
+        what = f"{graph.label[key[1]]}'s NVLink"
+    elif key[0] == "network":
+        what = f"{graph.label[key[1]]}'s network port"
+    else:
+        what = f"the PCIe link {'above' if key[1] == 'up' else 'down to'} {graph.label[key[0]]}"
+    return f"{flows} transfer(s) share {what}: {share:g} GB/s each"
+
+
+def ring_busbw(graph: HostGraph, order: list[int]) -> tuple[float | None, str]:
+    """Bus bandwidth of a ring AllReduce in this order (each GPU sends to the next at once): the slowest
+    per-transfer share of any link, which is what nccl-tests' busbw measures for a ring."""
+    pairs = [(order[i], order[(i + 1) % len(order)]) for i in range(len(order))]
+    rates, why = concurrent_GBps(graph, pairs)
+    known = [r for r in rates if r is not None]
+    return (min(known) if known else None), why
+
+
+def best_ring(graph: HostGraph, exact_up_to: int = 10):
+    """(order, busbw, why) of the best ring found: every order for up to ``exact_up_to`` GPUs (rotations
+    and reflections skipped), else a 2-opt local search from the naive order."""
+    import itertools
+
+    gpus = graph.gpus()
+    if len(gpus) < 2 or not graph.has_bandwidth:
+        return gpus, None, ""
+    best = (gpus, *ring_busbw(graph, gpus))
+    if len(gpus) <= exact_up_to:
+        first, rest = gpus[0], gpus[1:]
+        for perm in itertools.permutations(rest):
+            if perm[0] > perm[-1]:
+                continue  # the reflection of an order already seen
+            order = [first, *perm]
+            value, why = ring_busbw(graph, order)
+            if value is not None and value > best[1] + 1e-12:
+                best = (order, value, why)
+        return best
+    improved = True
+    while improved:
+        improved = False
+        for i in range(1, len(gpus) - 1):
+            for j in range(i + 1, len(gpus)):
+                order = best[0][:i] + best[0][i:j + 1][::-1] + best[0][j + 1:]
+                value, why = ring_busbw(graph, order)
+                if value is not None and value > best[1] + 1e-12:
+                    best, improved = (order, value, why), True
+    return best
+
+
 def assign_nics(graph: HostGraph) -> dict:
     """GPU -> NIC: closest path class first, then bandwidth; every NIC serves a GPU before any NIC serves
     two (a GPU never shares a NIC while another NIC is idle)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..hostgraph import HostGraph, assign_nics
+from ..hostgraph import HostGraph, assign_nics, best_ring, concurrent_GBps, ring_busbw
 from .writers import _heading, table
 
 
@@ -31,6 +31,13 @@ def host_report(graph: HostGraph) -> dict:
     loads: dict[int, int] = {}
     for nic in assignment.values():
         loads[nic] = loads.get(nic, 0) + 1
+    under_load, load_why = concurrent_GBps(graph, list(assignment.items())) if graph.has_bandwidth else ([], "")
+    ring = None
+    if graph.has_bandwidth and len(gpus) > 1:
+        naive_busbw, naive_why = ring_busbw(graph, gpus)
+        order, busbw, why = best_ring(graph)
+        ring = {"naive_order": [name[g] for g in gpus], "naive_busbw_GBps": naive_busbw, "naive_bottleneck": naive_why,
+                "best_order": [name[g] for g in order], "best_busbw_GBps": busbw, "best_bottleneck": why}
     return {
         "source": graph.source,
         "gpus": len(gpus), "nics": len(nics),
@@ -40,7 +47,10 @@ def host_report(graph: HostGraph) -> dict:
         "bandwidth_known": graph.has_bandwidth,
         "inter_cpu_GBps": graph.inter_cpu_GBps,
         "assignment": [{"gpu": name[g], "nic": name[n], "class": graph.path_class(g, n),
-                        "GBps": graph.path_GBps(g, n), "gpus_on_nic": loads[n]} for g, n in assignment.items()],
+                        "GBps": graph.path_GBps(g, n), "GBps_all_at_once": under_load[i] if under_load else None,
+                        "gpus_on_nic": loads[n]} for i, (g, n) in enumerate(assignment.items())],
+        "injection_bottleneck": load_why,
+        "ring": ring,
         "pairs": pairs,
         "warnings": warnings,
     }
@@ -59,10 +69,22 @@ def render_host(report: dict, fmt: str) -> str:
         out += [f"{report['gpus']} GPUs, {report['nics']} NICs, {report['cpus']} CPU socket(s), "
                 f"{report['pci_switches']} PCIe bridges/switches.", ""]
     out += _heading("GPU to NIC", markdown)
-    rows = [(a["gpu"], a["nic"], a["class"], "-" if a["GBps"] is None else f"{a['GBps']:g}", a["gpus_on_nic"])
+    rows = [(a["gpu"], a["nic"], a["class"], "-" if a["GBps"] is None else f"{a['GBps']:g}",
+             "-" if a["GBps_all_at_once"] is None else f"{a['GBps_all_at_once']:g}", a["gpus_on_nic"])
             for a in report["assignment"]]
-    out += table(["GPU", "NIC", "Path", "GB/s (NCCL model)", "GPUs on NIC"], rows, markdown, right=(3, 4))
+    out += table(["GPU", "NIC", "Path", "GB/s alone", "GB/s all at once", "GPUs on NIC"], rows, markdown,
+                 right=(3, 4, 5))
+    if report["injection_bottleneck"]:
+        out += ["", f"All GPUs sending through their NICs at once: {report['injection_bottleneck']}."]
     out.append("")
+    ring = report["ring"]
+    if ring:
+        out += _heading("Intra-host ring AllReduce", markdown)
+        out += table(["Order", "GPUs", "busbw GB/s", "Bottleneck"],
+                     [("naive", " ".join(ring["naive_order"]), f"{ring['naive_busbw_GBps']:g}", ring["naive_bottleneck"]),
+                      ("best found", " ".join(ring["best_order"]), f"{ring['best_busbw_GBps']:g}",
+                       ring["best_bottleneck"])], markdown, right=(2,))
+        out.append("")
     gpu_names = [a["gpu"] for a in report["assignment"]] or sorted({p["a"] for p in report["pairs"]})
     by_pair = {(p["a"], p["b"]): p["class"] for p in report["pairs"]}
     out += _heading("GPU to GPU paths", markdown)
