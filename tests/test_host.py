@@ -207,3 +207,27 @@ def test_host_command_on_a_spec(in_root):
     report = json.loads(result.output)
     assert report["ring"]["best_busbw_GBps"] == 450.0  # NVLink4: 450 GB/s per direction
     assert {a["nic"] for a in report["assignment"]} == {f"NIC{i}" for i in range(8)}
+
+
+def test_expand_hosts_puts_the_pcie_tree_in_the_fabric(make_design, catalog):
+    """PCIe-only servers, 2 GPUs per NIC: flat, the two share the NIC's 400G port (200 Gb/s each); with
+    expand_hosts they also share the NIC's Gen4 x16 link (NCCL 24 GB/s = 192 Gb/s): 96 Gb/s each."""
+    import numpy as np
+
+    from topoplan.flow import route
+    from topoplan.flow.metrics import ARC_CLASSES, arc_classes, phase_result
+    from topoplan.flow.traffic import Demand
+    from topoplan.generators import generate
+
+    rates = {}
+    for expand in (False, True):
+        design = make_design(cluster={"server": "pcie-8gpu-l40s", "gpus": 64, "expand_hosts": expand})
+        topology = generate(design, catalog)
+        assert topology.check() == []
+        gpus = topology.gpus
+        load = route(topology, Demand(gpus, np.roll(gpus, 8), 1e9)).load
+        seconds = (load / (topology.capacity_gbps * 1e9 / 8)).max()
+        rates[expand] = 8 / seconds
+        result = phase_result(topology, arc_classes(topology), np.zeros(len(ARC_CLASSES)), load, "p", 1)
+        assert result.bottleneck == ("pcie" if expand else "leaf")
+    assert rates == {False: pytest.approx(200.0), True: pytest.approx(96.0)}

@@ -77,12 +77,56 @@ def add_hosts(builder: TopologyBuilder, design: Design, catalog: Catalog, link_g
     nic_server = np.repeat(np.arange(S, dtype=np.int32), n)
     nics = builder.add_nodes("nic", S * n, "nic", model=nic.id, server=nic_server,
                              rail=np.tile(np.arange(n, dtype=np.int32), S))
-    nic_of_gpu = nics[gpu_server * n + np.tile(np.asarray(server.gpu_nics, dtype=np.int64), S)]
-    builder.add_links(gpus, nic_of_gpu, pcie_gbps(server.pcie_gen, server.pcie_lanes), 0.0, "pcie", "host")
+    if design.cluster.expand_hosts:
+        _add_pcie_trees(builder, design, server, gpus, nics)
+    else:
+        nic_of_gpu = nics[gpu_server * n + np.tile(np.asarray(server.gpu_nics, dtype=np.int64), S)]
+        builder.add_links(gpus, nic_of_gpu, pcie_gbps(server.pcie_gen, server.pcie_lanes), 0.0, "pcie", "host")
 
     # every plane sees the same endpoints: each NIC's ports of that plane, server-major, then NIC, then port
     endpoints = np.repeat(nics, p // planes)
     return Hosts(server=server, nic=nic, servers=S, endpoints=endpoints, link_gbps=link_gbps)
+
+
+def _add_pcie_trees(builder: TopologyBuilder, design: Design, server: Server, gpus, nics) -> None:
+    """``cluster.expand_hosts``: every server's PCIe tree from its catalog template (CPU sockets, PCIe
+    switches, the inter-socket link) in place of direct GPU-NIC links, at NCCL-model rates, so GPUs that
+    share a switch or a NIC share its links. Same layout as ``generators/host.py``."""
+    from .host import INTER_SOCKET_GBPS, pcie_GBps
+
+    template = server.host
+    if not template:
+        raise design.infeasible("cluster.expand_hosts", f"server '{server.id}' has no PCIe template (host:) in the "
+                                "catalog", "add one with --catalog FILE, or set expand_hosts: false")
+    S, k, switches = design.cluster.servers, template["sockets"], template["switches"]
+    m = len(switches)
+    per_server = np.arange(S, dtype=np.int64)
+    cpus = builder.add_nodes("cpu", S * k, "cpu", server=np.repeat(per_server, k))
+    if k > 1:
+        hub = cpus[per_server * k]
+        for socket in range(1, k):
+            builder.add_links(hub, cpus[per_server * k + socket], INTER_SOCKET_GBPS[template["cpu"]] * 8, 0.0,
+                              "pcie", "host")
+    if m:
+        boxes = builder.add_nodes("pcie_switch", S * m, "pcie-switch", server=np.repeat(per_server, m))
+        socket_of = np.array([sw["socket"] for sw in switches])
+        uplink = np.array([pcie_GBps(sw["gen"], sw["lanes"]) * 8 for sw in switches])
+        builder.add_links(boxes, cpus[np.repeat(per_server * k, m) + np.tile(socket_of, S)], np.tile(uplink, S), 0.0,
+                          "pcie", "host")
+    for devices, count, key in ((gpus, server.gpus, "gpus"), (nics, server.nics, "nics")):
+        # per local device: (parent is a switch?, index of the switch or socket, link Gb/s)
+        under, index, rate = np.zeros(count, bool), np.zeros(count, np.int64), np.zeros(count)
+        for i in range(count):
+            index[i], rate[i] = i * k // count, pcie_GBps(server.pcie_gen) * 8
+        for j, sw in enumerate(switches):
+            for i in sw[key]:
+                under[i], index[i], rate[i] = True, j, pcie_GBps(sw["gen"]) * 8
+        local = np.tile(np.arange(count), S)
+        owner = np.repeat(per_server, count)
+        parent = np.where(under[local], 0, cpus[owner * k + index[local]])
+        if m:
+            parent = np.where(under[local], boxes[owner * m + index[local]], parent)
+        builder.add_links(devices, parent, rate[local], 0.0, "pcie", "host")
 
 
 def resolve_link_speed(design: Design, catalog: Catalog, warnings: list) -> float:
