@@ -76,6 +76,7 @@ def test_nvlink_and_nic_speed_from_a_bare_metal_dump(tmp_path):
     assert graph.path_GBps(a, b) == 12 * 20.0
     assert graph.path_class(a, nic) == "PIX"
     assert graph.path_GBps(a, nic) == 24.0  # the NIC's 200G (25 GB/s) is above the Gen4 x16 link
+    assert graph.attributes[nic]["newattr"] == "kept"  # unknown attributes are kept, not fatal
 
 
 DGX_CLOSEST = {"GPU0": "mlx5_0", "GPU1": "mlx5_3", "GPU2": "mlx5_4", "GPU3": "mlx5_5", "GPU4": "mlx5_6",
@@ -231,3 +232,22 @@ def test_expand_hosts_puts_the_pcie_tree_in_the_fabric(make_design, catalog):
         result = phase_result(topology, arc_classes(topology), np.zeros(len(ARC_CLASSES)), load, "p", 1)
         assert result.bottleneck == ("pcie" if expand else "leaf")
     assert rates == {False: pytest.approx(200.0), True: pytest.approx(96.0)}
+
+
+def test_ring_search_beyond_exact_uses_routing(catalog):
+    """16 GPUs interleaved over two sockets (too many for the exact search): routing plus 2-opt still
+    finds a ring that crosses the sockets only twice."""
+    import dataclasses
+
+    from topoplan.generators.host import host_graph
+    from topoplan.hostgraph import best_ring, ring_busbw
+
+    base = catalog.servers["pcie-8gpu-l40s"]
+    server = dataclasses.replace(base, gpus=16, gpu_nics=tuple(i // 4 for i in range(16)), host={
+        **base.host, "switches": [{"socket": 0, "gen": 4, "lanes": 16, "gpus": list(range(0, 16, 2)), "nics": [0, 1]},
+                                  {"socket": 1, "gen": 4, "lanes": 16, "gpus": list(range(1, 16, 2)), "nics": [2, 3]}]})
+    graph = host_graph(server, catalog)
+    naive = ring_busbw(graph, graph.gpus())[0]
+    _order, best, _why = best_ring(graph)
+    assert naive == pytest.approx(22.0 / 8)
+    assert best == pytest.approx(22.0)

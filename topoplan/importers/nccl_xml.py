@@ -75,6 +75,7 @@ def read(file: str) -> HostGraph:
     by_busid: dict[str, int] = {}
     for index, cpu in enumerate(cpus):
         node = graph.add("cpu", f"cpu{cpu.get('numaid', index)}", -1, None)
+        graph.attributes[node] = dict(cpu.attrib)
         bandwidths.append(inter_cpu_GBps(cpu))
         for pci in cpu.findall("pci"):
             _walk(graph, pci, node, by_busid, nvlinks)
@@ -109,6 +110,7 @@ def _walk(graph: HostGraph, element: ET.Element, parent: int, by_busid: dict, nv
         if nets:
             label = nets[0].get("name", busid)
     node = graph.add("pci" if kind == "nvswitch" else kind, label, parent, up)
+    graph.attributes[node] = dict(element.attrib)
     by_busid[busid.lower()] = node
     if kind == "nic":
         nets = element.findall("nic/net")
