@@ -251,3 +251,17 @@ def test_ring_search_beyond_exact_uses_routing(catalog):
     _order, best, _why = best_ring(graph)
     assert naive == pytest.approx(22.0 / 8)
     assert best == pytest.approx(22.0)
+
+
+def test_nvidia_smi_borrows_bandwidths_from_a_template(in_root):
+    """Without --server the matrix has no speeds; with it, each pair takes the template's bandwidth for
+    the nearest path class from the same GPU (DGX H100: PXB to its NIC ~ the template's PIX, Gen5 48 GB/s)."""
+    plain = json.loads(CliRunner().invoke(main, ["host", "tests/fixtures/nvidia-smi/dgx-h100.txt",
+                                                 "--format", "json"]).output)
+    assert all(a["GBps"] is None for a in plain["assignment"])
+    borrowed = json.loads(CliRunner().invoke(main, ["host", "tests/fixtures/nvidia-smi/dgx-h100.txt", "--server",
+                                                    "dgx-h100", "--format", "json"]).output)
+    assert all(a["GBps"] == 48.0 for a in borrowed["assignment"])
+    assert any("bandwidths by path class" in w for w in borrowed["warnings"])
+    bad = CliRunner().invoke(main, ["host", "tests/fixtures/nvidia-smi/dgx-h100.txt", "--server", "dgx-h10"])
+    assert bad.exit_code == 2 and "did you mean 'dgx-h100'" in bad.stderr

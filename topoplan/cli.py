@@ -312,11 +312,13 @@ def schema(output):
 
 @main.command()
 @click.argument("source", type=click.Path())
+@click.option("--server", "server_id", metavar="ID", default=None,
+              help="For nvidia-smi text: take bandwidths from this server's catalog template, by path class.")
 @format_option
 @output_option
 @catalog_option
 @handle_errors
-def host(source, fmt, output, catalog_files):
+def host(source, server_id, fmt, output, catalog_files):
     """Analyse one server's PCIe/NVLink topology: a design spec (its server's catalog template), an NCCL
     topology XML, or `nvidia-smi topo -m` text.
 
@@ -328,7 +330,7 @@ def host(source, fmt, output, catalog_files):
     Examples:
       topoplan host designs/fat-tree-1k.yaml
       NCCL_TOPO_DUMP_FILE=system.xml <run any NCCL job>;  topoplan host system.xml
-      nvidia-smi topo -m > topo.txt;  topoplan host topo.txt --format markdown
+      nvidia-smi topo -m > topo.txt;  topoplan host topo.txt --server dgx-h100 --format markdown
     """
     from .importers import read_host
     from .report.host import host_report, render_host
@@ -342,6 +344,18 @@ def host(source, fmt, output, catalog_files):
         graph = host_graph(catalog.servers[design.cluster.server], catalog)
     else:
         graph = read_host(source)
+    if server_id:
+        from .errors import Problem, SpecError
+        from .generators.host import host_graph
+
+        catalog = load_catalog(catalog_files)
+        if server_id not in catalog.servers:
+            raise SpecError([Problem("--server", 0, "", f"unknown server '{server_id}'",
+                                     did_you_mean(server_id, catalog.servers))])
+        if graph.has_bandwidth:
+            raise SpecError([Problem("--server", 0, "", "this input has its own bandwidths",
+                                     "use --server with nvidia-smi text only")])
+        graph.borrow_bandwidths(host_graph(catalog.servers[server_id], catalog))
     write_output(render_host(host_report(graph), fmt), output)
 
 

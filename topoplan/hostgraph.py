@@ -40,6 +40,7 @@ class HostGraph:
     classes: dict = field(default_factory=dict)   # (a, b) -> class, when read directly (nvidia-smi)
     affinity: dict = field(default_factory=dict)  # gpu -> {"cpus": "0-55,112-167", "numa": "0"} (nvidia-smi)
     attributes: dict = field(default_factory=dict)  # node -> the input's attributes, unknown ones included
+    borrowed: dict = field(default_factory=dict)    # (a, b) -> GB/s taken from a template by path class
     notes: list = field(default_factory=list)
 
     def add(self, kind: str, label: str, parent: int, up_GBps: float | None) -> int:
@@ -76,7 +77,7 @@ class HostGraph:
     def path_GBps(self, a: int, b: int) -> float | None:
         """Bottleneck bandwidth of the path from a to b on its own (NCCL model), or None if unknown."""
         if not self.has_bandwidth:
-            return None
+            return self.borrowed.get((a, b))
         if (a, b) in self.nvlink:
             return min(self.nvlink_GBps.get(a, 0.0), self.nvlink_GBps.get(b, 0.0))
         up_a, up_b = self.chain(a), self.chain(b)
@@ -94,6 +95,29 @@ class HostGraph:
                 links.append(self.nic_GBps[end])
         known = [x for x in links if x is not None]
         return min(known) if known else None
+
+    def borrow_bandwidths(self, template: "HostGraph") -> None:
+        """Path classes without speeds (nvidia-smi) take bandwidths from a template of the same server:
+        a pair gets the template's bandwidth for a pair of the same class from the same GPU (by index)."""
+        t_gpus = template.gpus()
+        by_class: dict = {}
+        for i, g in enumerate(t_gpus):
+            for other in t_gpus + template.nics():
+                if other != g:
+                    kind = template.kind[other]
+                    by_class.setdefault((i, kind, template.path_class(g, other)), template.path_GBps(g, other))
+        self.borrowed = {}
+        for i, g in enumerate(self.gpus()):
+            for other in self.gpus() + self.nics():
+                if other == g:
+                    continue
+                wanted = class_rank(self.path_class(g, other))
+                candidates = [(abs(class_rank(c) - wanted), class_rank(c), bw)
+                              for (j, kind, c), bw in by_class.items() if j == i and kind == self.kind[other]]
+                self.borrowed[(g, other)] = min(candidates)[2] if candidates else None
+        self.notes = [n for n in self.notes if "no link speeds" not in n]
+        self.notes.append(f"bandwidths by path class from {template.source} (the nearest class where the template "
+                          "has no pair of the same class); nvidia-smi gives no link speeds")
 
     def gpus(self) -> list[int]:
         return self.of_kind("gpu")
