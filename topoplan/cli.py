@@ -183,9 +183,11 @@ def build(spec, output, catalog_files):
 @click.argument("spec", type=click.Path())
 @format_option
 @output_option
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Also write charts to DIR: link utilization by tier and time per collective (PNG).")
 @catalog_option
 @handle_errors
-def report(spec, fmt, output, catalog_files):
+def report(spec, fmt, output, plots_dir, catalog_files):
     """Report what SPEC takes to build and how its network performs.
 
     \b
@@ -195,9 +197,22 @@ def report(spec, fmt, output, catalog_files):
       topoplan report designs/fat-tree-16k.yaml
       topoplan report designs/fat-tree-16k.yaml --format markdown -o design-report.md
       topoplan report designs/fat-tree-16k.yaml --format json | jq .cost
+      topoplan report designs/rail-b200-16k.yaml --plots charts/
     """
     catalog = load_catalog(catalog_files)
-    write_output(render(build_report(_evaluate(spec, catalog)), fmt), output)
+    evaluation = _evaluate(spec, catalog)
+    result = build_report(evaluation)
+    write_output(render(result, fmt), output)
+    if plots_dir:
+        from .report import plots
+
+        os.makedirs(plots_dir, exist_ok=True)
+        name = evaluation.design.name
+        for suffix, fig in (("utilization", plots.utilization_figure(evaluation)),
+                            ("collectives", plots.collective_times_figure(result))):
+            path = os.path.join(plots_dir, f"{name}-{suffix}.png")
+            plots.save(fig, path)
+            click.echo(f"wrote {path}", err=True)
 
 
 @main.command()

@@ -27,6 +27,7 @@ from . import engine_for, route
 from .traffic import CollectivePlan, apply_pxn, plan_workload
 
 ARC_CLASSES = ("nvlink", "pcie", "leaf", "spine", "core", "ocs")
+MAX_SAMPLES = 5000  # utilization values kept per tier and phase, evenly strided, for histograms
 
 
 def arc_classes(topology: Topology) -> np.ndarray:
@@ -57,6 +58,7 @@ class PhaseResult:
     bottleneck: str
     utilization_by_tier: dict
     unreachable_pairs: int = 0
+    samples: dict = field(default_factory=dict)  # tier -> utilization of up to MAX_SAMPLES loaded links (plots)
 
     @property
     def time_s(self) -> float | None:
@@ -125,14 +127,16 @@ def phase_result(topology: Topology, classes: np.ndarray, alpha: np.ndarray, loa
     reference = seconds[injection].max() if injection.any() else seconds.max()
     utilization = seconds / reference
     worst = int(np.argmax(seconds))
-    by_tier = {}
+    by_tier, samples = {}, {}
     for index in np.unique(classes[used]):
-        by_tier[ARC_CLASSES[index]] = float(utilization[classes == index].max())
+        values = utilization[used & (classes == index)]
+        by_tier[ARC_CLASSES[index]] = float(values.max())
+        samples[ARC_CLASSES[index]] = values[:: max(1, values.size // MAX_SAMPLES)]
     latency = steps * float(alpha[np.unique(classes[used])].max())
     bandwidth = None if unreachable else float(seconds[worst])
     return PhaseResult(label, steps, latency, bandwidth, float(utilization[worst]),
                        float(np.percentile(utilization[used], 99)), ARC_CLASSES[classes[worst]], by_tier,
-                       unreachable)
+                       unreachable, samples)
 
 
 def evaluate_plan(topology: Topology, plan: CollectivePlan, alpha: np.ndarray, engine: str = "ecmp",

@@ -1,0 +1,63 @@
+"""Charts for ``report --plots DIR`` (matplotlib, Agg backend): link utilization by tier and time per
+collective. Functions return the figure, so that tests can read its data; the CLI saves it."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..flow.metrics import ARC_CLASSES  # noqa: E402
+
+
+def utilization_figure(evaluation):
+    """One panel per link tier: how many links run at each utilization, one histogram per collective."""
+    results = evaluation.collectives
+    tiers = [t for t in ARC_CLASSES if any(t in p.samples for r in results for p in r.phases)]
+    fig, axes = plt.subplots(1, max(1, len(tiers)), figsize=(4 * max(1, len(tiers)), 3.6), squeeze=False)
+    for axis, tier in zip(axes[0], tiers):
+        values = [np.concatenate([p.samples[tier] for p in r.phases if tier in p.samples] or [np.zeros(0)])
+                  for r in results]
+        top = max([1.1] + [1.05 * v.max() for v in values if v.size])
+        bins = np.linspace(0.0, top, 41)
+        for result, data in zip(results, values):
+            if data.size:
+                axis.hist(data, bins=bins, histtype="step", linewidth=1.5, label=result.plan.collective.name)
+        axis.set_xlim(0.0, top)
+        axis.set_title(f"{tier} links")
+        axis.set_xlabel("utilization (1 = injection-bound)")
+        axis.set_ylabel("links (sampled)")
+    if tiers:
+        axes[0][0].legend(fontsize="small")
+    fig.suptitle(f"Link utilization by tier: {evaluation.design.name}")
+    fig.tight_layout()
+    return fig
+
+
+def collective_times_figure(report: dict):
+    """Horizontal bars: each collective's time, split into per-step latency and bandwidth time."""
+    rows = [c for c in report["collectives"] if c["time_s"] is not None]
+    fig, axis = plt.subplots(figsize=(8, 1 + 0.6 * max(1, len(rows))))
+    names = [c["name"] for c in rows]
+    latency = np.array([sum(p["latency_s"] for p in c["phases"]) * 1e3 for c in rows])
+    total = np.array([c["time_s"] * 1e3 for c in rows])
+    axis.barh(names, latency, color="#c44e52", label="latency (steps x alpha)")
+    axis.barh(names, total - latency, left=latency, color="#4c72b0", label="bandwidth (busiest link)")
+    for y, c in enumerate(rows):
+        axis.annotate(f" {c['busbw_GBps']:.1f} GB/s busbw, {c['bottleneck']}", (total[y], y), va="center",
+                      fontsize="small")
+    axis.set_xlabel("time per collective (ms)")
+    axis.set_xlim(0, (total.max() if rows else 1) * 1.6)
+    axis.invert_yaxis()
+    axis.legend(loc="lower right", fontsize="small")
+    axis.set_title(f"Collective completion time: {report['design']['name']} ({report['design']['gpus']:,} GPUs)")
+    fig.tight_layout()
+    return fig
+
+
+def save(fig, path: str) -> None:
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
