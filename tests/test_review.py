@@ -81,6 +81,8 @@ def test_compare_git_references_marks_regressions(design_repo):
     assert "cost.total_usd" not in out["regressions"]  # fewer spines: cheaper
     markdown = invoke("compare", "main~1:designs/pod.yaml", "designs/pod.yaml", "--format", "markdown").output
     assert "REGRESSION" in markdown and "`fabric.oversubscription`" in markdown
+    text = invoke("compare", "main~1:designs/pod.yaml", "designs/pod.yaml", "--format", "table").output
+    assert "fabric.oversubscription" in text and "REGRESSION" in text
 
 
 def test_check_baseline_exit_codes(design_repo):
