@@ -204,6 +204,21 @@ def case_scaling():
     return sum(times), figures, slope <= 1.15
 
 
+def case_optimize_360():
+    """Optimizer: 360 candidates from 1k to 131k GPUs (3 topologies, 4 switches, 2 servers, 3 ratios), two worker processes; budget 5 minutes."""
+    from topoplan.catalog import load_catalog
+    from topoplan.optimize.search import search
+    from topoplan.optimize.space import load_space
+
+    space = load_space(str(ROOT / "benchmarks/specs/space-360.yaml"), load_catalog())
+    start = time.perf_counter()
+    result = search(space, workers=2)
+    elapsed = time.perf_counter() - start
+    data = result.to_json()
+    return elapsed, {"candidates": len(result.outcomes), "feasible": len(data["candidates"]),
+                     "infeasible": data["infeasible"]["count"], "pareto": len(data["pareto"])}
+
+
 CASES = {
     "generate-bom-131k": (case_generate_bom_131k, 2.0, 1024),
     "generate-bom-fat-tree-131k": (case_generate_bom_fat_tree_131k, 2.0, 1024),
@@ -214,6 +229,7 @@ CASES = {
     "baseline-1k": (case_baseline_1k, None, None),
     "baseline-4k": (case_baseline_4k, None, None),
     "scaling-8k-128k": (case_scaling, None, None),
+    "optimize-360": (case_optimize_360, 300.0, None),
 }
 
 

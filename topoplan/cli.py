@@ -326,6 +326,64 @@ def schema(output):
 
 
 @main.command()
+@click.argument("space_file", metavar="SPACE", type=click.Path())
+@format_option
+@output_option
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Cost vs completion-time chart with the Pareto front (.png or .svg).")
+@click.option("--emit-specs", "emit_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write one design spec per Pareto design into DIR.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes evaluating candidates.")
+@catalog_option
+@handle_errors
+def optimize(space_file, fmt, output, plot_file, emit_dir, workers, catalog_files):
+    """Search a design space: evaluate every candidate, keep the cost / completion-time Pareto front.
+
+    \b
+    SPACE is YAML listing GPU counts, servers, topologies, switches, oversubscription ratios and
+    planes, the workload, constraints and collective weights (see docs/optimize.md). Every
+    combination is built, costed and routed; infeasible ones are counted by reason.
+    Examples:
+      topoplan optimize designs/spaces/small.yaml
+      topoplan optimize space.yaml --workers 2 --plot pareto.png --emit-specs chosen/ --format markdown
+    """
+    from .errors import Problem, SpecError
+    from .optimize.search import search
+    from .optimize.space import load_space
+    from .report.writers import render_optimize
+
+    catalog = load_catalog(catalog_files)
+    space = load_space(space_file, catalog)
+    with click.progressbar(length=1, label="evaluating candidates", file=sys.stderr) as bar:
+        def progress(done, total):
+            bar.length = total
+            bar.update(1)
+
+        result = search(space, catalog_files, workers, progress)
+    data = result.to_json()
+    if not data["candidates"]:
+        raise SpecError([Problem(space_file, 0, "", f"no candidate is feasible: {n} x {reason}",
+                                 "relax the constraints or widen the space")
+                         for reason, n in data["infeasible"]["reasons"].items()])
+    write_output(render_optimize(data, fmt), output)
+    if plot_file:
+        from .report import plots
+
+        plots.save(plots.pareto_figure(data), plot_file)
+        click.echo(f"wrote {plot_file}", err=True)
+    if emit_dir:
+        from . import yamlio
+
+        os.makedirs(emit_dir, exist_ok=True)
+        by_name = {o.name: o.spec for o in result.feasible}
+        for name in data["pareto"]:
+            text = f"# emitted by topoplan optimize from {os.path.basename(space_file)}\n" + yamlio.dump(by_name[name])
+            write_file_atomic(os.path.join(emit_dir, f"{name}.yaml"), text.encode())
+        click.echo(f"wrote {len(data['pareto'])} spec(s) to {emit_dir}", err=True)
+
+
+@main.command()
 @click.argument("source", type=click.Path())
 @click.option("--server", "server_id", metavar="ID", default=None,
               help="For nvidia-smi text: take bandwidths from this server's catalog template, by path class.")

@@ -61,3 +61,38 @@ def collective_times_figure(report: dict):
 def save(fig, path: str) -> None:
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+_MARKERS = {"fat-tree": "o", "rail-optimized": "s", "rail-only": "^", "railx": "D"}
+
+
+def pareto_figure(result: dict):
+    """Cost per GPU against the workload's completion time: every candidate, markers by topology, and
+    the Pareto front of each GPU count as a line."""
+    fig, axis = plt.subplots(figsize=(8, 5.5))
+    candidates = result["candidates"]
+    front = set(result["pareto"])
+    for topology in sorted({c["topology"] for c in candidates}):
+        group = [c for c in candidates if c["topology"] == topology]
+        axis.scatter([c["time_s"] for c in group], [c["cost_per_gpu_usd"] for c in group], label=topology,
+                     marker=_MARKERS.get(topology, "o"), alpha=0.55)
+    for gpus in sorted({c["gpus"] for c in candidates}):
+        best = sorted((c for c in candidates if c["name"] in front and c["gpus"] == gpus), key=lambda c: c["time_s"])
+        if best:
+            axis.plot([c["time_s"] for c in best], [c["cost_per_gpu_usd"] for c in best], "-", color="black",
+                      linewidth=1.2)
+            axis.annotate(f"{gpus:,} GPUs", (best[0]["time_s"], best[0]["cost_per_gpu_usd"]), fontsize="small",
+                          xytext=(4, 4), textcoords="offset points")
+    if candidates:
+        times = [c["time_s"] for c in candidates]
+        costs = [c["cost_per_gpu_usd"] for c in candidates]
+        if max(times) > 10 * min(times):
+            axis.set_xscale("log")
+        if max(costs) > 10 * min(costs):
+            axis.set_yscale("log")
+    axis.set_xlabel("workload completion time per step (s, weighted sum of collectives)")
+    axis.set_ylabel("network cost per GPU (USD, catalog estimates)")
+    axis.set_title(f"Cost vs completion time: {result['space']} (black: Pareto front per GPU count)")
+    axis.legend(title="topology", fontsize="small")
+    fig.tight_layout()
+    return fig

@@ -184,3 +184,26 @@ def render_compare(comparison: dict, fmt: str) -> str:
             for r in comparison["metrics"]]
     out += table(["Metric", "Base", "Head", "Change", ""], rows, markdown, right=(1, 2, 3))
     return "\n".join(out).rstrip() + "\n"
+
+
+def render_optimize(result: dict, fmt: str) -> str:
+    """An ``optimize`` result: the Pareto designs first, then every candidate, then what was infeasible."""
+    if fmt == "json":
+        return json.dumps(result, indent=2) + "\n"
+    markdown = fmt == "markdown"
+    front = set(result["pareto"])
+    out = _heading(f"topoplan optimize: {result['space']}", markdown, 1)
+    infeasible = result["infeasible"]
+    out += [f"{len(result['candidates'])} feasible candidates, {infeasible['count']} infeasible; "
+            f"{len(front)} on the Pareto front (cost per GPU against completion time, per GPU count).", ""]
+    rows = [(("**" + c["name"] + "**") if markdown and c["name"] in front else c["name"], count(c["gpus"]),
+             c["topology"], c["switch"], f"{c['oversubscription']:g}:1", c["tiers"], usd(c["cost_per_gpu_usd"]),
+             f"{c['time_s'] * 1e3:,.2f}", "yes" if c["name"] in front else "")
+            for c in sorted(result["candidates"], key=lambda c: (c["gpus"], c["time_s"], c["cost_per_gpu_usd"]))]
+    out += _heading("Candidates", markdown)
+    out += table(["Design", "GPUs", "Topology", "Switch", "Oversub.", "Tiers", "USD/GPU", "Time ms", "Pareto"], rows,
+                 markdown, right=(1, 5, 6, 7))
+    if infeasible["reasons"]:
+        out += [""] + _heading("Infeasible", markdown)
+        out += table(["Reason", "Candidates"], [(r, n) for r, n in infeasible["reasons"].items()], markdown, right=(1,))
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,123 @@
+"""The optimizer: Pareto front against brute force, determinism, emitted specs, plot data, bad spaces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from topoplan.cli import main
+from topoplan.optimize.search import pareto_front
+
+ROOT = Path(__file__).resolve().parent.parent
+SPACE = "designs/spaces/small.yaml"
+
+
+def _dominated(points, i):
+    xi, yi = points[i]
+    for j, (xj, yj) in enumerate(points):
+        if j != i and xj <= xi and yj <= yi and (xj < xi or yj < yi or j < i):
+            return True
+    return False
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), max_size=40))
+def test_pareto_front_matches_brute_force(points):
+    assert pareto_front(points) == [i for i in range(len(points)) if not _dominated(points, i)]
+
+
+@pytest.fixture(scope="module")
+def optimized():
+    import os
+
+    previous = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        one = CliRunner().invoke(main, ["optimize", SPACE, "--format", "json"], catch_exceptions=False)
+        two = CliRunner().invoke(main, ["optimize", SPACE, "--format", "json", "--workers", "2"],
+                                 catch_exceptions=False)
+    finally:
+        os.chdir(previous)
+    assert one.exit_code == 0 and two.exit_code == 0
+    return one.stdout, two.stdout
+
+
+def test_optimize_is_deterministic_and_its_front_is_right(optimized):
+    one, two = optimized
+    assert one == two  # the same for any number of workers
+    result = json.loads(one)
+    assert len(result["candidates"]) == 24 and result["infeasible"]["count"] == 0
+    for gpus in {c["gpus"] for c in result["candidates"]}:
+        group = [c for c in result["candidates"] if c["gpus"] == gpus]
+        points = [(c["cost_per_gpu_usd"], c["time_s"]) for c in group]
+        brute = {group[i]["name"] for i in range(len(group)) if not _dominated(points, i)}
+        assert brute == {n for n in result["pareto"] if n in {c["name"] for c in group}}
+
+
+def test_emitted_specs_reproduce_the_optimizer(in_root, tmp_path, optimized):
+    result = json.loads(optimized[0])
+    out = tmp_path / "chosen"
+    run = CliRunner().invoke(main, ["optimize", SPACE, "--emit-specs", str(out)], catch_exceptions=False)
+    assert run.exit_code == 0
+    emitted = sorted(p.stem for p in out.glob("*.yaml"))
+    assert emitted == sorted(result["pareto"])
+    weights = yaml.safe_load((ROOT / SPACE).read_text())["objective"]["weights"]
+    by_name = {c["name"]: c for c in result["candidates"]}
+    for name in emitted:
+        report = json.loads(CliRunner().invoke(main, ["report", str(out / f"{name}.yaml"), "--format", "json"],
+                                               catch_exceptions=False).output)
+        assert report["cost"]["per_gpu_usd"] == by_name[name]["cost_per_gpu_usd"]
+        time_s = sum(weights[c["name"]] * c["time_s"] for c in report["collectives"])
+        assert time_s == pytest.approx(by_name[name]["time_s"], rel=1e-12)
+
+
+def test_pareto_plot_data(optimized):
+    from topoplan.report.plots import pareto_figure
+
+    result = json.loads(optimized[0])
+    fig = pareto_figure(result)
+    axis = fig.axes[0]
+    points = {tuple(p) for collection in axis.collections for p in collection.get_offsets().tolist()}
+    assert points == {(c["time_s"], c["cost_per_gpu_usd"]) for c in result["candidates"]}
+    front = {c["name"]: (c["time_s"], c["cost_per_gpu_usd"]) for c in result["candidates"] if c["name"] in result["pareto"]}
+    drawn = {tuple(xy) for line in axis.lines for xy in line.get_xydata().tolist()}
+    assert drawn == set(front.values())
+    assert "USD" in axis.get_ylabel() and "s" in axis.get_xlabel() and axis.get_title()
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda d: d.update(servers=["dgx-h10"]), "unknown server 'dgx-h10'"),
+    (lambda d: d.update(gpus=[]), "needs at least 1 item"),
+    (lambda d: d.update(constraints={"max_cost_per_gpu_usd": 10}), "no candidate is feasible"),
+    (lambda d: d.update(topologies=["torus"]), "unknown value 'torus'"),
+])
+def test_bad_spaces_exit_2(tmp_path, edit, message):
+    data = yaml.safe_load((ROOT / SPACE).read_text())
+    edit(data)
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["optimize", str(space)], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_every_class_of_infeasible_candidate_is_explained(tmp_path):
+    data = yaml.safe_load((ROOT / SPACE).read_text())
+    data["gpus"] = [1020]  # not a whole number of 8-GPU servers
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["optimize", str(space)], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "12 x 1,020 GPUs is not a whole number of dgx-h100 servers" in result.stderr
+
+
+def test_empty_space_file(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text("# nothing\n")
+    result = CliRunner().invoke(main, ["optimize", str(space)], catch_exceptions=False)
+    assert result.exit_code == 2 and "the space is empty" in result.stderr

@@ -1,0 +1,138 @@
+"""Search: evaluate every candidate of a space through the pipeline, count the infeasible ones by reason,
+and keep the Pareto front of network cost per GPU against the workload's completion time, per GPU count.
+
+Candidates are evaluated in a process pool (``workers``); results come back in candidate order, so the
+outcome is the same for any number of workers.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from ..catalog import load_catalog
+from ..errors import TopoplanError
+from .space import Space, candidate_specs
+
+
+@dataclass
+class Outcome:
+    name: str
+    spec: dict
+    figures: dict | None = None     # when feasible
+    reason: str = ""                # when not
+
+
+_CATALOG = None
+_CATALOG_FILES: tuple = ()
+
+
+def _init(catalog_files) -> None:
+    global _CATALOG, _CATALOG_FILES
+    _CATALOG_FILES = tuple(catalog_files)
+    _CATALOG = load_catalog(_CATALOG_FILES)
+
+
+def evaluate_candidate(item) -> Outcome:
+    """One candidate through the pipeline; infeasible or invalid candidates come back with their reason."""
+    from ..pipeline import evaluate
+    from ..report import build_report
+    from ..spec import design_from_data
+
+    name, spec, weights, constraints = item
+    try:
+        design = design_from_data(spec, _CATALOG, name)
+        report = build_report(evaluate(design, _CATALOG))
+    except TopoplanError as err:
+        return Outcome(name, spec, reason=err.problems[0].message)
+    times = {c["name"]: c["time_s"] for c in report["collectives"]}
+    if any(t is None for t in times.values()):
+        return Outcome(name, spec, reason="some collective pairs are unreachable")
+    time_s = sum(weights.get(n, 1.0) * t for n, t in times.items())
+    figures = {"topology": report["design"]["topology"], "gpus": report["design"]["gpus"],
+               "server": report["design"]["server"], "switch": spec["fabric"]["switch"],
+               "oversubscription": spec["fabric"]["oversubscription"], "planes": spec["fabric"]["planes"],
+               "tiers": report["fabric"]["tiers"], "switches": report["fabric"]["switches"]["total"],
+               "cost_usd": report["cost"]["total_usd"], "cost_per_gpu_usd": report["cost"]["per_gpu_usd"],
+               "power_w": report["power"]["total_w"], "time_s": time_s,
+               "bisection_per_gpu_gbps": report["bisection"]["per_gpu_gbps"],
+               "diameter_hops": report["diameter_hops"],
+               "busbw_GBps": {c["name"]: c["busbw_GBps"] for c in report["collectives"]}}
+    missed = _violations(figures, constraints)
+    if missed:
+        return Outcome(name, spec, reason="constraint: " + missed[0])
+    return Outcome(name, spec, figures)
+
+
+def _violations(f: dict, constraints: dict) -> list[str]:
+    out = []
+    if "max_cost_per_gpu_usd" in constraints and f["cost_per_gpu_usd"] > constraints["max_cost_per_gpu_usd"]:
+        out.append(f"cost per GPU above {constraints['max_cost_per_gpu_usd']:,.0f} USD")
+    if "max_power_per_gpu_w" in constraints and f["power_w"] / f["gpus"] > constraints["max_power_per_gpu_w"]:
+        out.append(f"network power per GPU above {constraints['max_power_per_gpu_w']:,.0f} W")
+    if "max_tiers" in constraints and f["tiers"] > constraints["max_tiers"]:
+        out.append(f"more than {constraints['max_tiers']} switch tiers")
+    if "max_diameter_hops" in constraints and f["diameter_hops"] > constraints["max_diameter_hops"]:
+        out.append(f"diameter above {constraints['max_diameter_hops']} hops")
+    return out
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats in both coordinates (lower is better in both); of
+    identical points, the first."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1], i))
+    front, best_second = [], float("inf")
+    for i in order:
+        if points[i][1] < best_second:
+            front.append(i)
+            best_second = points[i][1]
+    return sorted(front)
+
+
+@dataclass
+class SearchResult:
+    space: Space
+    outcomes: list = field(default_factory=list)
+
+    @property
+    def feasible(self) -> list:
+        return [o for o in self.outcomes if o.figures is not None]
+
+    def pareto(self) -> list[str]:
+        """Pareto-optimal candidate names, per GPU count (cost per GPU against completion time)."""
+        names = []
+        for gpus in sorted({o.figures["gpus"] for o in self.feasible}):
+            group = [o for o in self.feasible if o.figures["gpus"] == gpus]
+            front = pareto_front([(o.figures["cost_per_gpu_usd"], o.figures["time_s"]) for o in group])
+            names += [group[i].name for i in front]
+        return names
+
+    def infeasible(self) -> dict:
+        reasons: dict[str, int] = {}
+        for o in self.outcomes:
+            if o.figures is None:
+                reasons[o.reason] = reasons.get(o.reason, 0) + 1
+        return {"count": sum(reasons.values()), "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
+
+    def to_json(self) -> dict:
+        return {"space": self.space.name, "candidates": [{"name": o.name, **o.figures} for o in self.feasible],
+                "pareto": self.pareto(), "infeasible": self.infeasible()}
+
+
+def search(space: Space, catalog_files=(), workers: int = 1, progress=None) -> SearchResult:
+    """Evaluate every candidate; ``progress(done, total)`` is called as results arrive (for the CLI)."""
+    items = [(name, spec, space.weights, space.constraints) for name, spec in candidate_specs(space)]
+    result = SearchResult(space)
+    if workers <= 1:
+        _init(catalog_files)
+        for done, item in enumerate(items, 1):
+            result.outcomes.append(evaluate_candidate(item))
+            if progress:
+                progress(done, len(items))
+        return result
+    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(tuple(catalog_files),)) as pool:
+        for done, outcome in enumerate(pool.map(evaluate_candidate, items, chunksize=1), 1):
+            result.outcomes.append(outcome)
+            if progress:
+                progress(done, len(items))
+    return result
