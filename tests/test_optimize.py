@@ -121,3 +121,20 @@ def test_empty_space_file(tmp_path):
     space.write_text("# nothing\n")
     result = CliRunner().invoke(main, ["optimize", str(space)], catch_exceptions=False)
     assert result.exit_code == 2 and "the space is empty" in result.stderr
+
+
+def test_cost_breakdown_plot_data(optimized):
+    from topoplan.report.plots import cost_breakdown_figure
+
+    result = json.loads(optimized[0])
+    fig = cost_breakdown_figure(result)
+    axis = fig.axes[0]
+    chosen = {c["name"]: c for c in result["candidates"] if c["name"] in result["pareto"]}
+    names = [t.get_text() for t in axis.get_yticklabels()]
+    totals = {}
+    for index, bar in enumerate(axis.patches):  # one run of bars per category, one bar per design
+        label = names[index % len(names)]
+        totals[label] = max(totals.get(label, 0), bar.get_x() + bar.get_width())
+    assert set(totals) == set(chosen)
+    for name, total in totals.items():
+        assert total == pytest.approx(chosen[name]["cost_per_gpu_usd"], abs=0.01)  # the report rounds to cents

@@ -330,7 +330,8 @@ def schema(output):
 @format_option
 @output_option
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Cost vs completion-time chart with the Pareto front (.png or .svg).")
+              help="Cost vs completion-time chart with the Pareto front (.png or .svg), and FILE-cost: the "
+                   "Pareto designs' cost by category.")
 @click.option("--emit-specs", "emit_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Write one design spec per Pareto design into DIR.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
@@ -371,7 +372,10 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, workers, catalog_file
         from .report import plots
 
         plots.save(plots.pareto_figure(data), plot_file)
-        click.echo(f"wrote {plot_file}", err=True)
+        stem, extension = os.path.splitext(plot_file)
+        breakdown = f"{stem}-cost{extension or '.png'}"
+        plots.save(plots.cost_breakdown_figure(data), breakdown)
+        click.echo(f"wrote {plot_file} and {breakdown}", err=True)
     if emit_dir:
         from . import yamlio
 

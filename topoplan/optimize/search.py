@@ -54,6 +54,7 @@ def evaluate_candidate(item) -> Outcome:
                "oversubscription": spec["fabric"]["oversubscription"], "planes": spec["fabric"]["planes"],
                "tiers": report["fabric"]["tiers"], "switches": report["fabric"]["switches"]["total"],
                "cost_usd": report["cost"]["total_usd"], "cost_per_gpu_usd": report["cost"]["per_gpu_usd"],
+               "cost_by_category_usd": report["cost"]["by_category"],
                "power_w": report["power"]["total_w"], "time_s": time_s,
                "bisection_per_gpu_gbps": report["bisection"]["per_gpu_gbps"],
                "diameter_hops": report["diameter_hops"],

@@ -96,3 +96,23 @@ def pareto_figure(result: dict):
     axis.legend(title="topology", fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def cost_breakdown_figure(result: dict):
+    """Stacked bars of network cost per GPU by category, for each Pareto design."""
+    chosen = [c for c in result["candidates"] if c["name"] in set(result["pareto"])]
+    chosen.sort(key=lambda c: (c["gpus"], c["cost_per_gpu_usd"]))
+    categories = [k for k in ("switches", "nics", "transceivers", "cables", "ocs")
+                  if any(c["cost_by_category_usd"].get(k, 0) for c in chosen)]
+    fig, axis = plt.subplots(figsize=(8, 1.2 + 0.55 * max(1, len(chosen))))
+    left = np.zeros(len(chosen))
+    for category in categories:
+        widths = np.array([c["cost_by_category_usd"].get(category, 0) / c["gpus"] for c in chosen])
+        axis.barh([c["name"] for c in chosen], widths, left=left, label=category)
+        left += widths
+    axis.invert_yaxis()
+    axis.set_xlabel("network cost per GPU (USD, catalog estimates)")
+    axis.set_title(f"Cost by category, Pareto designs: {result['space']}")
+    axis.legend(fontsize="small", loc="lower right")
+    fig.tight_layout()
+    return fig
