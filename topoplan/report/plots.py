@@ -79,8 +79,8 @@ def pareto_figure(result: dict):
     for gpus in sorted({c["gpus"] for c in candidates}):
         best = sorted((c for c in candidates if c["name"] in front and c["gpus"] == gpus), key=lambda c: c["time_s"])
         if best:
-            axis.plot([c["time_s"] for c in best], [c["cost_per_gpu_usd"] for c in best], "-", color="black",
-                      linewidth=1.2)
+            axis.plot([c["time_s"] for c in best], [c["cost_per_gpu_usd"] for c in best], "-o", color="black",
+                      linewidth=1.2, markersize=11, markerfacecolor="none")
             axis.annotate(f"{gpus:,} GPUs", (best[0]["time_s"], best[0]["cost_per_gpu_usd"]), fontsize="small",
                           xytext=(4, 4), textcoords="offset points")
     if candidates:
