@@ -106,6 +106,9 @@ def main():
       topoplan report designs/fat-tree-1k.yaml         switches, links, cost, power, bisection
       topoplan report designs/fat-tree-1k.yaml --format markdown -o report.md
       topoplan check designs/*.yaml                    exit 1 when a spec target is missed
+      topoplan compare main:designs/x.yaml designs/x.yaml --format markdown
+      topoplan optimize designs/spaces/small.yaml --plot pareto.png
+      topoplan host designs/fat-tree-1k.yaml           one server's PCIe/NVLink paths
       topoplan build designs/fat-tree-1k.yaml -o fabric.graphml
       topoplan catalog list                            hardware topoplan knows about
     """

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .catalog import Catalog, load_catalog
+from .catalog import Catalog
 from .cost import Bom, bill_of_materials
 from .flow import EngineRefused, engine_for
 from .flow.bisection import Bisection, bisection, permutation_throughput
 from .flow.metrics import evaluate_workload
 from .generators import generate
-from .spec import Design, load_design
+from .spec import Design
 from .topology import Topology
 
 
@@ -49,7 +49,3 @@ def evaluate(design: Design, catalog: Catalog, alpha_scale: float = 1.0) -> Eval
         raise design.infeasible("routing", str(err), "use routing: ecmp, which scales to any size") from None
     return Evaluation(design, topology, bom, cut, collectives)
 
-
-def evaluate_file(spec_file: str, catalog_files=()) -> Evaluation:
-    catalog = load_catalog(catalog_files)
-    return evaluate(load_design(spec_file, catalog), catalog)

@@ -320,6 +320,3 @@ def _workload(w: dict, gpus: int, ctx: Context) -> Workload:
         collectives.append(Collective(col["name"], col["op"], col["group"], col["size"], algorithm))
     return Workload(parallelism=degrees, order=order, collectives=tuple(collectives))
 
-
-def group_size(design: Design, group: str) -> int:
-    return design.gpus if group == "world" else design.workload.parallelism[group]

@@ -17,7 +17,6 @@ _RATE_UNITS = {"": 1.0, "g": 1.0, "gb/s": 1.0, "gbps": 1.0, "gbit/s": 1.0,
                "m": 1e-3, "mbps": 1e-3, "mb/s": 1e-3, "t": 1e3, "tbps": 1e3, "tb/s": 1e3}
 _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z/]*)\s*$")
 
-GBPS_PER_GBYTE_PER_S = 8.0
 
 
 def parse_size(value) -> int:
@@ -63,11 +62,6 @@ def parse_rate_gbps(value) -> float:
     if rate <= 0:
         raise ValueError(f"rate must be positive, got {value}")
     return rate
-
-
-def gbps_to_gbyte_per_s(gbps: float) -> float:
-    """Gb/s to GB/s (1e9 bytes per second)."""
-    return gbps / GBPS_PER_GBYTE_PER_S
 
 
 def format_bytes(size: int) -> str:

@@ -74,13 +74,6 @@ class Demand:
         keep = (src != dst) & (size > 0)
         return src[keep], dst[keep], size[keep]
 
-    def total_bytes(self) -> float:
-        total = float(self.bytes[self.src != self.dst].sum())
-        if self.has_a2a:
-            groups, p = self.a2a_members.shape
-            total += groups * p * (p - 1) * self.a2a_bytes
-        return total
-
     def scaled(self, factor: float) -> "Demand":
         return Demand(self.src, self.dst, self.bytes * factor, self.a2a_members, self.a2a_bytes * factor)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from ..units import format_bytes
+
 FORMATS = ("table", "markdown", "json")
 
 
@@ -132,8 +134,6 @@ def _fixed(value, scale: float = 1.0, digits: int = 2) -> str:
 
 
 def _size(size: int) -> str:
-    from ..units import format_bytes
-
     return format_bytes(size)
 
 
