@@ -191,21 +191,17 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     for plane in range(planes):
         add_tree(builder, plan, plane, hosts.endpoints, endpoint_leaf, leaf_pod, models, link_gbps, cabling)
 
-    bisection = planes * clos_bisection_gbps(plan, link_gbps)
-    hierarchy = {
-        "family": "clos",
-        "planes": planes,
-        "link_gbps": link_gbps,
-        "tiers": plan.tiers,
-        "plan": asdict(plan),
-        "switch_models": [models[t] for t in TIER_NAMES[:plan.tiers]],
-        "injection_gbps_per_gpu": hosts.injection_gbps_per_gpu,
-        "bisection_gbps": bisection,
-        "bisection_method": "analytic: folded Clos, least of the host, leaf-uplink and spine-uplink halves",
-        "diameter_hops": clos_diameter_hops(plan, design.cluster.servers),
-        "warnings": warnings,
-    }
-    return builder.build(hierarchy)
+    return builder.build(tree_hierarchy(
+        plan, planes, hosts, models, warnings, bisection_gbps=planes * clos_bisection_gbps(plan, link_gbps),
+        bisection_method="analytic: folded Clos, least of the host, leaf-uplink and spine-uplink halves",
+        diameter_hops=clos_diameter_hops(plan, design.cluster.servers)))
+
+
+def tree_hierarchy(plan: ClosPlan, planes: int, hosts, models: dict, warnings: list, **figures) -> dict:
+    """The hierarchy metadata every tree-structured family attaches (family ``clos`` for the flow engine)."""
+    return {"family": "clos", "planes": planes, "link_gbps": hosts.link_gbps, "tiers": plan.tiers,
+            "plan": asdict(plan), "switch_models": [models[t] for t in TIER_NAMES[:plan.tiers]],
+            "injection_gbps_per_gpu": hosts.injection_gbps_per_gpu, "warnings": warnings, **figures}
 
 
 def _check_size(design: Design, plan: ClosPlan, server, planes: int) -> None:

@@ -28,14 +28,14 @@ destination's rail (``hierarchy['pxn']``); GPUs do not otherwise relay. Node nam
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 
 import numpy as np
 
 from ..catalog import Catalog
 from ..spec import Design
 from ..topology import Topology, TopologyBuilder
-from .clos import TIER_NAMES, ClosPlan, add_tree, check_ratios_apply, leaf_split, smallest_divisor_at_least
+from .clos import (TIER_NAMES, ClosPlan, add_tree, check_ratios_apply, leaf_split, smallest_divisor_at_least,
+                   tree_hierarchy)
 from .hosts import MAX_ARCS, add_hosts, check_nic_planes, resolve_link_speed
 
 
@@ -150,28 +150,14 @@ def generate(design: Design, catalog: Catalog) -> Topology:
 
     per_rail = fabric.topology == "rail-only" or fabric.aggregation == "same-rail"
     pods_per_rail = plan.pods // rails if per_rail and plan.tiers == 3 else plan.pods
-    bisection = planes * rail_bisection_gbps(plan, sus, pods_per_rail, link_gbps)
-    hierarchy = {
-        "family": "clos",
-        "topology": fabric.topology,
-        "aggregation": "rail-only" if fabric.topology == "rail-only" else fabric.aggregation,
-        "planes": planes,
-        "rails": rails,
-        "scalable_unit": su,
-        "scalable_units": sus,
-        "pxn": True,
-        "link_gbps": link_gbps,
-        "tiers": plan.tiers,
-        "plan": asdict(plan),
-        "switch_models": [models[t] for t in TIER_NAMES[:plan.tiers]],
-        "injection_gbps_per_gpu": hosts.injection_gbps_per_gpu,
-        "bisection_gbps": bisection,
-        "bisection_method": "analytic: rail fabric, least of the host, leaf-uplink and spine-uplink halves "
-                            "(halves of whole scalable units and pods)",
-        "diameter_hops": rail_diameter_hops(plan, sus, design.cluster.servers, pods_per_rail),
-        "warnings": warnings,
-    }
-    return builder.build(hierarchy)
+    return builder.build(tree_hierarchy(
+        plan, planes, hosts, models, warnings, topology=fabric.topology,
+        aggregation="rail-only" if fabric.topology == "rail-only" else fabric.aggregation, rails=rails,
+        scalable_unit=su, scalable_units=sus, pxn=True,
+        bisection_gbps=planes * rail_bisection_gbps(plan, sus, pods_per_rail, link_gbps),
+        bisection_method="analytic: rail fabric, least of the host, leaf-uplink and spine-uplink halves "
+                         "(halves of whole scalable units and pods)",
+        diameter_hops=rail_diameter_hops(plan, sus, design.cluster.servers, pods_per_rail)))
 
 
 def rail_bisection_gbps(plan: ClosPlan, sus: int, pods_per_rail: int, link_gbps: float) -> float:
