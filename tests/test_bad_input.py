@@ -74,14 +74,34 @@ def _paths(data, prefix=()):
 
 PATHS = [p for p in _paths(VALID) if p]
 
+# rail and RailX specs reach other code paths (scalable units, PXN, rings, OCS)
+RAIL = yaml.safe_load((Path(__file__).resolve().parent.parent / "designs" / "superpod-h100-4su.yaml").read_text())
+RAILX = {"name": "small-railx", "cluster": {"server": "railx-node-8", "gpus": 200},
+         "fabric": {"topology": "railx", "railx": {"columns": 5, "rows": 5, "ocs": "calient-s320"}},
+         "workload": {"parallelism": {"tp": 8, "dp": 25},
+                      "collectives": [{"name": "grad", "op": "allreduce", "group": "dp", "size": "64MiB"}]}}
+
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutations=st.lists(st.tuples(st.sampled_from(PATHS), JUNK, st.sampled_from(["set", "delete", "rename"])),
                           min_size=1, max_size=3))
 def test_mutated_specs_exit_0_or_2(in_root, tmp_path_factory, mutations):
+    _mutate_and_validate(VALID, mutations, tmp_path_factory)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(base=st.sampled_from([RAIL, RAILX]), data=st.data())
+def test_mutated_rail_and_railx_specs_exit_0_or_2(in_root, tmp_path_factory, base, data):
+    paths = [p for p in _paths(base) if p]
+    mutations = data.draw(st.lists(st.tuples(st.sampled_from(paths), JUNK,
+                                             st.sampled_from(["set", "delete", "rename"])), min_size=1, max_size=2))
+    _mutate_and_validate(base, mutations, tmp_path_factory)
+
+
+def _mutate_and_validate(base, mutations, tmp_path_factory):
     import copy
 
-    data = copy.deepcopy(VALID)
+    data = copy.deepcopy(base)
     for path, value, action in mutations:
         parent = data
         try:
