@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from topoplan.cli import main
 from topoplan.errors import SpecError
@@ -265,3 +267,42 @@ def test_nvidia_smi_borrows_bandwidths_from_a_template(in_root):
     assert any("bandwidths by path class" in w for w in borrowed["warnings"])
     bad = CliRunner().invoke(main, ["host", "tests/fixtures/nvidia-smi/dgx-h100.txt", "--server", "dgx-h10"])
     assert bad.exit_code == 2 and "did you mean 'dgx-h100'" in bad.stderr
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_mangled_nvidia_smi_text_is_read_or_refused(data):
+    """Random cuts, duplications and stray tokens in a real matrix: a host graph or a SpecError, never
+    anything else."""
+    lines = (SMI / "dgx-h100.txt").read_text().splitlines()
+    for _ in range(data.draw(st.integers(1, 4))):
+        index = data.draw(st.integers(0, len(lines) - 1))
+        action = data.draw(st.sampled_from(["drop", "dup", "cut", "token", "tabs"]))
+        if action == "drop":
+            del lines[index]
+        elif action == "dup":
+            lines.insert(index, lines[index])
+        elif action == "cut":
+            lines[index] = lines[index][: data.draw(st.integers(0, max(0, len(lines[index]))))]
+        elif action == "token":
+            lines[index] += "\t" + data.draw(st.sampled_from(["NV4", "FOO", "X", "PIX", "", "GPU9"]))
+        else:
+            lines[index] = lines[index].replace("\t", " ")
+        if not lines:
+            break
+    try:
+        nvidia_smi.parse("\n".join(lines), "mangled.txt")
+    except SpecError as err:
+        assert all(str(p).startswith("mangled.txt") for p in err.problems)
+
+
+@settings(max_examples=80, deadline=None)
+@given(cut=st.integers(0, 3000))
+def test_truncated_nccl_xml_is_read_or_refused(tmp_path_factory, cut):
+    text = (NCCL / "azure-ndv5-topo.xml").read_text()[:cut]
+    path = tmp_path_factory.mktemp("xml") / "topo.xml"
+    path.write_text(text)
+    try:
+        nccl_xml.read(str(path))
+    except SpecError as err:
+        assert all(str(p).startswith(str(path)) for p in err.problems)
