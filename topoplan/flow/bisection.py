@@ -35,6 +35,8 @@ def cut_capacity(topology: Topology, side: np.ndarray) -> float:
 
 def _structural_cuts(topology: Topology):
     gpus = topology.gpus
+    total = np.bincount(topology.src, weights=topology.capacity_gbps, minlength=topology.num_nodes)
+    not_gpu = topology.kind != KIND["gpu"]
     for group in GROUPS:
         ids = getattr(topology, group)
         gpu_ids = ids[gpus]
@@ -43,19 +45,14 @@ def _structural_cuts(topology: Topology):
         order = np.argsort(gpu_ids, kind="stable")
         half = np.zeros(topology.num_nodes, dtype=bool)
         half[gpus[order[: gpus.size // 2]]] = True
-        # other nodes join the side where their group sits, or the side they link to more
+        # other nodes join the side where their group sits, or (three passes) the side they link to more
         threshold = gpu_ids[order[gpus.size // 2 - 1]]
-        has_id = (ids >= 0) & (topology.kind != KIND["gpu"])
-        half[has_id] = ids[has_id] <= threshold
-        for _ in range(3):
-            for node_kind in ("nic", "nvswitch", "switch", "ocs", "cpu", "pcie_switch"):
-                nodes = topology.nodes_of(node_kind)
-                loose = nodes[ids[nodes] < 0]
-                if loose.size:
-                    toward = np.bincount(topology.src, weights=topology.capacity_gbps * half[topology.dst],
-                                         minlength=topology.num_nodes)
-                    total = np.bincount(topology.src, weights=topology.capacity_gbps, minlength=topology.num_nodes)
-                    half[loose] = toward[loose] * 2 >= total[loose]
+        half[(ids >= 0) & not_gpu] = ids[(ids >= 0) & not_gpu] <= threshold
+        loose = np.flatnonzero((ids < 0) & not_gpu)
+        for _ in range(3 if loose.size else 0):
+            toward = np.bincount(topology.src, weights=topology.capacity_gbps * half[topology.dst],
+                                 minlength=topology.num_nodes)
+            half[loose] = toward[loose] * 2 >= total[loose]
         yield group, half
 
 

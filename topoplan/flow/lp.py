@@ -32,10 +32,6 @@ _PDLP_PARAMETERS = ("termination_criteria { simple_optimality_criteria { eps_opt
                     "eps_optimal_relative: 1e-10 } }")
 
 
-def accepts(topology: Topology) -> str:
-    return clos.accepts(topology)
-
-
 def leaf_demands(topology: Topology, ix, demand: Demand) -> sp.csr_matrix:
     """``N x N`` sparse bytes from each source leaf to each destination leaf, over all planes."""
     n = topology.num_nodes
