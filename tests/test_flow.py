@@ -71,27 +71,30 @@ def test_order_option_changes_the_innermost_dimension(make_design):
 
 # --- engines against oracles -----------------------------------------------------------------------
 
-def _networkx_ecmp(topology, src, dst, size):
+def _networkx_ecmp(topology, src, dst, size, weight=None, relaying=()):
     """Independent oracle: enumerate every shortest path with networkx and weight each by the product of
-    its per-hop split (1 / number of shortest-path out-arcs at each hop, parallel arcs counted)."""
+    its per-hop split (1 / number of shortest-path out-arcs at each hop, parallel arcs counted).
+    ``weight`` (per arc, default 1) is each arc's length; GPUs relay only if listed in ``relaying``."""
+    weight = np.ones(topology.num_arcs) if weight is None else weight
     graph = nx.MultiDiGraph()
     graph.add_nodes_from(range(topology.num_nodes))
     for arc, (a, b) in enumerate(zip(topology.src, topology.dst)):
-        graph.add_edge(int(a), int(b), key=arc)
+        graph.add_edge(int(a), int(b), key=arc, w=float(weight[arc]))
     load = np.zeros(topology.num_arcs)
-    gpus = set(topology.gpus.tolist())
-    for s, t, w in zip(src, dst, size):
+    gpus = set(topology.gpus.tolist()) - set(relaying)
+    for s, t, size_st in zip(src, dst, size):
         # GPUs do not relay: only the source's and the destination's GPU links may be used
         view = nx.subgraph_view(graph, filter_node=lambda x: x not in gpus or x in (int(s), int(t)))
-        to_t = nx.single_target_shortest_path_length(view, int(t))
-        for path in nx.all_shortest_paths(view, int(s), int(t)):
-            weight = 1.0
+        to_t = nx.shortest_path_length(view, target=int(t), weight="w")
+        for path in nx.all_shortest_paths(view, int(s), int(t), weight="w"):
+            share = 1.0
             for u, v in itertools.pairwise(path):
-                on_path = [k for _, x, k in view.out_edges(u, keys=True) if to_t.get(x, -9) == to_t[u] - 1]
-                weight *= len(graph[u][v]) / len(on_path)
+                on_path = [k for _, x, k, w in view.out_edges(u, keys=True, data="w")
+                           if x in to_t and to_t[x] == to_t[u] - w]
+                share *= len(graph[u][v]) / len(on_path)
             for u, v in itertools.pairwise(path):
                 for arc in graph[u][v]:
-                    load[arc] += w * weight / len(graph[u][v])
+                    load[arc] += size_st * share / len(graph[u][v])
     return load
 
 

@@ -191,22 +191,43 @@ def test_ocs_count_and_bom(make_design, catalog):
     assert topology.switches_by_tier()["ocs"] == 9 * expected_per_row + 9 * topology.hierarchy["ocs_per_column"]
 
 
-def test_railx_ecmp_equals_networkx_with_relaying_chips(make_design, catalog):
+def _circuits_first(topology):
+    """Arc lengths for the oracle: a circuit between nodes outweighs any number of links inside nodes."""
+    return np.where(topology.link_tier == LINK_TIER["ocs"], 1000.0, 1.0)
+
+
+@pytest.mark.parametrize("columns,rows,rails", [(3, 3, (1, 1)), (5, 3, (2, 1)), (4, 3, (3, 2))])
+def test_railx_ecmp_equals_networkx_with_relaying_chips(make_design, catalog, columns, rows, rails):
     from test_flow import _networkx_ecmp
 
-    _, topology = _railx(make_design, catalog, 3, 3, row_rails=1, column_rails=1)
+    _, topology = _railx(make_design, catalog, columns, rows, row_rails=rails[0], column_rails=rails[1])
     rng = np.random.default_rng(2)
     chips = topology.gpus
-    src, dst = rng.choice(chips, 30), rng.choice(chips, 30)
+    src, dst = rng.choice(chips, 40), rng.choice(chips, 40)
     keep = src != dst
-    topology.hierarchy = dict(topology.hierarchy)
     got = ecmp.route(topology, Demand(src[keep], dst[keep], 1.0)).load
-    # the oracle treats GPUs as non-relaying; RailX chips relay, so mark them as switches for it
-    relaying = type(topology)(**{**topology.__dict__, "kind": np.where(topology.kind == KIND["gpu"], KIND["switch"],
-                                                                          topology.kind).astype(np.int8)})
-    relaying.hierarchy = topology.hierarchy
-    want = _networkx_ecmp(relaying, src[keep], dst[keep], np.ones(keep.sum()))
+    want = _networkx_ecmp(topology, src[keep], dst[keep], np.ones(keep.sum()), weight=_circuits_first(topology),
+                          relaying=chips)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_railx_counts_circuits_before_local_hops(make_design, catalog):
+    """Counting every hop alike would route chip 0 -> chip 0 of a node whose circuit sits on chip 1 over
+    two chip-0 circuits (2 hops) instead of local, circuit, local (3 hops); RailX routing must not."""
+    from test_flow import _networkx_ecmp
+
+    _, topology = _railx(make_design, catalog, 5, 1, row_rails=2, column_rails=0)
+    circuit = topology.link_tier == LINK_TIER["ocs"]
+    chip0 = topology.rail[topology.src] == 0
+    # a pair of nodes whose only circuit is on chip 1
+    arc = np.flatnonzero(circuit & ~chip0)[0]
+    a, b = topology.server[topology.src[arc]], topology.server[topology.dst[arc]]
+    src = topology.gpus[(topology.server[topology.gpus] == a) & (topology.rail[topology.gpus] == 0)]
+    dst = topology.gpus[(topology.server[topology.gpus] == b) & (topology.rail[topology.gpus] == 0)]
+    got = ecmp.route(topology, Demand(src, dst, 1.0)).load
+    assert got[circuit].sum() == pytest.approx(1.0)  # exactly one circuit crossed
+    hops = _networkx_ecmp(topology, src, dst, [1.0], relaying=topology.gpus)
+    assert hops[circuit].sum() == pytest.approx(2.0)  # plain hop counting takes two
 
 
 def test_railx_100k_design(in_root, catalog):

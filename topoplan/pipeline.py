@@ -37,7 +37,7 @@ def evaluate(design: Design, catalog: Catalog, alpha_scale: float = 1.0) -> Eval
     cut = bisection(topology)
     engine = "optimal" if design.routing.engine == "optimal" else "ecmp"
     try:
-        if engine_for(topology, engine) in ("clos", "optimal") or design.gpus <= MAX_GENERIC_PERMUTATION_GPUS:
+        if engine_for(topology, engine) in ("clos", "railx", "optimal") or design.gpus <= MAX_GENERIC_PERMUTATION_GPUS:
             cut.permutation_gbps_per_gpu = permutation_throughput(topology, engine)
             if cut.permutation_gbps_per_gpu is None:
                 cut.permutation_note = "some pairs of the permutation are unreachable"

@@ -3,7 +3,9 @@
 One facade, ``route(topology, demand, engine)`` -> ``Routed`` (bytes per arc), over pluggable engines:
 
 * ``clos``       closed-form ECMP on folded-Clos fabrics (``clos.py``), exact where it accepts;
-* ``ecmp``       fractional ECMP on any graph (``ecmp.py``); the facade uses ``clos`` when it applies;
+* ``railx``      ECMP on RailX fabrics from the row x column structure (``railx.py``), exact where it accepts;
+* ``ecmp``       fractional ECMP on any graph (``ecmp.py``); the facade uses ``clos`` or ``railx`` when
+                 one applies;
 * ``ecmp-hash``  one path per flow or queue pair by a seeded hash (``hashed.py``);
 * ``optimal``    min-max-utilization multicommodity flow (``lp.py``, OR-Tools).
 
@@ -22,17 +24,20 @@ class EngineRefused(ValueError):
     """An engine cannot route this topology or workload (too large, or not the structure it needs)."""
 
 
-from . import clos, ecmp, hashed, lp  # noqa: E402 - the engines raise EngineRefused
+from . import clos, ecmp, hashed, lp, railx  # noqa: E402 - the engines raise EngineRefused
 from .ecmp import Routed  # noqa: E402
 from .traffic import Demand  # noqa: E402
 
-ENGINES = ("ecmp", "ecmp-hash", "optimal", "clos")
+ENGINES = ("ecmp", "ecmp-hash", "optimal", "clos", "railx")
 
 
 def engine_for(topology: Topology, engine: str, arc_mask: np.ndarray | None = None) -> str:
-    """The engine that will actually run: ``ecmp`` becomes ``clos`` where the closed form applies."""
-    if engine == "ecmp" and arc_mask is None and clos.accepts(topology) == "":
-        return "clos"
+    """The engine that will actually run: ``ecmp`` becomes ``clos`` or ``railx`` where one applies."""
+    if engine == "ecmp" and arc_mask is None:
+        if clos.accepts(topology) == "":
+            return "clos"
+        if railx.accepts(topology) == "":
+            return "railx"
     return engine
 
 
@@ -42,6 +47,8 @@ def route(topology: Topology, demand: Demand, engine: str = "ecmp", *, seed: int
     engine = engine_for(topology, engine, arc_mask)
     if engine == "clos":
         return clos.route(topology, demand)
+    if engine == "railx":
+        return railx.route(topology, demand)
     if engine == "ecmp":
         return ecmp.route(topology, demand, arc_mask)
     if engine == "ecmp-hash":

@@ -1,21 +1,28 @@
 """``ecmp``: fractional equal-cost multipath on any topology.
 
-Routing semantics (shared with ``clos`` and ``ecmp-hash``): paths are shortest in links (hops); at every
-node, the traffic for a destination splits equally over the node's out-arcs that lie on a shortest path
-to it (per next-hop link, as a switch's ECMP group does; parallel links are separate next hops).
-GPUs are endpoints and never relay other GPUs' traffic; where a collective library forwards through a
-peer GPU (NCCL's PXN), the traffic model says so explicitly (``traffic.apply_pxn``).
+Routing semantics (shared with ``clos``, ``railx`` and ``ecmp-hash``): paths are shortest in links
+(hops); at every node, the traffic for a destination splits equally over the node's out-arcs that lie on
+a shortest path to it (per next-hop link, as a switch's ECMP group does; parallel links are separate next
+hops). GPUs are endpoints and never relay other GPUs' traffic; where a collective library forwards
+through a peer GPU (NCCL's PXN), the traffic model says so explicitly (``traffic.apply_pxn``).
 
-Algorithm, per block of destinations at once (``N x B`` dense matrices, ``A`` the sparse arc-count
-adjacency): a level-synchronous BFS towards the destinations gives each node its distance and its
-number of shortest-path out-arcs; then flow is pushed from the farthest level inwards, one sparse
-matrix product per level; finally each arc's load is the sum over destinations of the flow its tail
-sends on each shortest-path arc. Cost: about ``(2 * levels + 2) * arcs * destinations`` multiply-adds,
-with no per-flow or per-path Python loop.
+Direct-connect fabrics (RailX, ``hierarchy.chips_relay``), whose chips do relay, count hops by level: a
+path is shorter if it crosses fewer links between nodes, and links inside a node only break ties. Their
+routing tables are computed on the node graph; counting a hop inside a node like a circuit between
+nodes would send traffic on two-circuit detours to save one local hop. In the arrays this is an arc
+weight (``arc_weights``): 1 inside a node, ``num_nodes`` between nodes, more than any path's local hops.
+
+Algorithm, per block of destinations at once (``N x B`` dense matrices, one sparse adjacency per arc
+weight): a level-synchronous search towards the destinations (Dial's buckets, one per distance that
+occurs) gives each node its distance and its number of shortest-path out-arcs; then flow is pushed from
+the farthest level inwards, one sparse matrix product per level and weight; finally each arc's load is
+the sum over destinations of the flow its tail sends on each shortest-path arc. Cost: about
+``(2 * levels + 2) * arcs * destinations`` multiply-adds, with no per-flow or per-path Python loop.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +31,7 @@ import scipy.sparse as sp
 from ..topology import KIND, Topology
 from .traffic import Demand
 
-# dense working set per destination block: about 5 matrices of N x B float64/float32
+# dense working set per destination block: about 6 matrices of N x B float64/float32/int32
 _BLOCK_BUDGET_BYTES = 320 * 2**20
 
 
@@ -45,36 +52,75 @@ def relays(topology: Topology) -> np.ndarray:
     return topology.kind != KIND["gpu"]
 
 
-def adjacency(topology: Topology, arc_mask: np.ndarray | None = None) -> sp.csr_matrix:
-    """``A[u, v]`` = number of (usable) arcs from u to v."""
-    src, dst = topology.src, topology.dst
-    if arc_mask is not None:
-        src, dst = src[arc_mask], dst[arc_mask]
+def arc_weights(topology: Topology) -> np.ndarray:
+    """Length of each arc in the shortest-path sense: 1, except that in direct-connect fabrics an arc
+    between two nodes (servers) weighs ``num_nodes``, so that fewer inter-node hops always win."""
+    weight = np.ones(topology.num_arcs, dtype=np.int64)
+    if topology.hierarchy.get("chips_relay"):
+        weight[topology.server[topology.src] != topology.server[topology.dst]] = topology.num_nodes
+    return weight
+
+
+@dataclass
+class RoutingGraph:
+    """The routing view of a topology: usable arcs, their weights, one adjacency per weight."""
+
+    num_nodes: int
+    arcs: np.ndarray          # ids of the usable arcs
+    weight: np.ndarray        # per usable arc
+    relay: np.ndarray         # per node
+    by_weight: list           # (weight, A, A^T) with A[u, v] = number of usable arcs u -> v of that weight
+
+
+def routing_graph(topology: Topology, arc_mask: np.ndarray | None = None) -> RoutingGraph:
     n = topology.num_nodes
-    return sp.csr_matrix((np.ones(src.size, dtype=np.float32), (src, dst)), shape=(n, n))
+    arcs = np.arange(topology.num_arcs) if arc_mask is None else np.flatnonzero(arc_mask)
+    weight = arc_weights(topology)[arcs]
+    src, dst = topology.src[arcs], topology.dst[arcs]
+    by_weight = []
+    for w in np.unique(weight).tolist():
+        pick = weight == w
+        adj = sp.csr_matrix((np.ones(int(pick.sum()), dtype=np.float32), (src[pick], dst[pick])), shape=(n, n))
+        by_weight.append((int(w), adj, adj.T.tocsr()))  # CSR products are much faster than CSC ones
+    return RoutingGraph(n, arcs, weight, relays(topology), by_weight)
 
 
-def distances_to(adj: sp.csr_matrix, targets: np.ndarray, relay: np.ndarray):
-    """Hop distance from every node to each target (``N x B`` int16, -1 unreachable) and, for each node,
-    the number of its out-arcs on a shortest path to the target (``N x B`` float32). Only nodes marked
-    in ``relay`` forward traffic (besides the target itself)."""
-    n, b = adj.shape[0], targets.size
-    dist = np.full((n, b), -1, dtype=np.int16)
+def distances_to(graph: RoutingGraph, targets: np.ndarray):
+    """Weighted distance from every node to each target (``N x B`` int32, -1 unreachable), the number of
+    each node's out-arcs on a shortest path to the target (``N x B`` float32), and the distances that
+    occur, ascending. Only nodes marked ``relay`` forward traffic (besides the target itself)."""
+    n, b = graph.num_nodes, targets.size
+    dist = np.full((n, b), -1, dtype=np.int32)
     outdeg = np.zeros((n, b), dtype=np.float32)
-    cols = np.arange(b)
-    dist[targets, cols] = 0
-    frontier = np.zeros((n, b), dtype=np.float32)
-    frontier[targets, cols] = 1.0
-    level = 0
-    while True:
-        level += 1
-        reach = adj @ frontier  # arcs from each node into the previous level
+    dist[targets, np.arange(b)] = 0
+    levels = [0]
+    occurs = {0}
+    candidates = sorted({w for w, _, _ in graph.by_weight})
+    seen = set(candidates)
+    while candidates:
+        level = heapq.heappop(candidates)
+        reach = None
+        for w, adj, _ in graph.by_weight:
+            if level - w in occurs:
+                frontier = dist == level - w
+                if level - w:
+                    frontier &= graph.relay[:, None]
+                part = adj @ frontier.astype(np.float32)  # arcs from each node into that level
+                reach = part if reach is None else reach + part
+        if reach is None:
+            continue
         new = (reach > 0) & (dist < 0)
         if not new.any():
-            return dist, outdeg
+            continue
         dist[new] = level
         outdeg[new] = reach[new]
-        frontier = (new & relay[:, None]).astype(np.float32)
+        levels.append(level)
+        occurs.add(level)
+        for w, _, _ in graph.by_weight:
+            if level + w not in seen:
+                seen.add(level + w)
+                heapq.heappush(candidates, level + w)
+    return dist, outdeg, levels
 
 
 def _injection(demand: Demand, targets: np.ndarray, n: int, a2a_group_of: np.ndarray | None) -> np.ndarray:
@@ -89,12 +135,11 @@ def _injection(demand: Demand, targets: np.ndarray, n: int, a2a_group_of: np.nda
         x += np.bincount(flat, weights=demand.bytes[keep], minlength=n * b).reshape(n, b)
     if a2a_group_of is not None:
         rows = a2a_group_of[targets]
+        for group in np.unique(rows[rows >= 0]).tolist():
+            cols = np.flatnonzero(rows == group)
+            x[np.ix_(demand.a2a_members[group], cols)] += demand.a2a_bytes
         inside = rows >= 0
-        members = demand.a2a_members[rows[inside]]          # (b', p)
-        cols = np.flatnonzero(inside)
-        flat = (members * b + cols[:, None]).ravel()
-        x += np.bincount(flat, minlength=n * b).reshape(n, b) * demand.a2a_bytes
-        x[targets[inside], cols] -= demand.a2a_bytes      # no traffic to oneself
+        x[targets[inside], np.flatnonzero(inside)] -= demand.a2a_bytes  # no traffic to oneself
     return x
 
 
@@ -105,40 +150,40 @@ def route(topology: Topology, demand: Demand, arc_mask: np.ndarray | None = None
     targets_all = demand.destinations()
     if targets_all.size == 0:
         return Routed(load)
-    adj = adjacency(topology, arc_mask)
-    relay = relays(topology)
-    usable = np.ones(m, dtype=bool) if arc_mask is None else arc_mask
-    arcs = np.flatnonzero(usable)
+    graph = routing_graph(topology, arc_mask)
+    arcs = graph.arcs
     src, dst = topology.src[arcs], topology.dst[arcs]
     a2a_group_of = None
     if demand.has_a2a:
         a2a_group_of = np.full(n, -1, dtype=np.int64)
         a2a_group_of[demand.a2a_members] = np.arange(demand.a2a_members.shape[0])[:, None]
-    block = max(1, min(targets_all.size, _BLOCK_BUDGET_BYTES // (n * 40)))
+    block = max(1, min(targets_all.size, _BLOCK_BUDGET_BYTES // (n * 48)))
     routed = Routed(load)
-    adj_t = adj.T.tocsr()  # CSR products are much faster than the CSC ones a transpose view gives
-    arc_chunk = max(1, _BLOCK_BUDGET_BYTES // (block * 12))
+    arc_chunk = max(1, _BLOCK_BUDGET_BYTES // (block * 16))
     for start in range(0, targets_all.size, block):
         targets = targets_all[start:start + block]
         x = _injection(demand, targets, n, a2a_group_of)
-        dist, outdeg = distances_to(adj, targets, relay)
+        dist, outdeg, levels = distances_to(graph, targets)
         lost = (dist < 0) & (x > 0)
         if lost.any():
             routed.unreachable_bytes += float(x[lost].sum())
             routed.unreachable_pairs += _count_lost_pairs(demand, targets, dist, a2a_group_of)
             x[lost] = 0.0
         inverse = np.divide(1.0, outdeg.astype(np.float64), out=np.zeros(outdeg.shape), where=outdeg > 0)
-        forwards = relay[:, None] | (dist == 0)  # a next hop must relay, or be the destination
-        for level in range(int(dist.max()), 0, -1):
+        forwards = graph.relay[:, None] | (dist == 0)  # a next hop must relay, or be the destination
+        occurs = set(levels)
+        for level in reversed(levels[1:]):
             share = x * inverse
             share *= dist == level
-            received = adj_t @ share
-            received *= (dist == level - 1) & forwards
-            x += received
+            for w, _, adj_t in graph.by_weight:
+                if level - w in occurs:
+                    received = adj_t @ share
+                    received *= (dist == level - w) & forwards
+                    x += received
         share = x * inverse
         for lo in range(0, arcs.size, arc_chunk):
             s, d = src[lo:lo + arc_chunk], dst[lo:lo + arc_chunk]
-            on_path = (dist[d] == dist[s] - 1) & forwards[d]
+            on_path = (dist[d] == dist[s] - graph.weight[lo:lo + arc_chunk, None]) & forwards[d]
             load[arcs[lo:lo + arc_chunk]] += np.einsum("ij,ij->i", share[s], on_path)
     return routed
 

@@ -1,8 +1,8 @@
 """``ecmp-hash``: every flow (or each of its ``qps`` queue pairs) takes ONE shortest path, picked hop by
 hop by a seeded hash, as switches hash a flow's header onto one member of the ECMP group.
 
-Same shortest-path next hops as ``ecmp``; where ``ecmp`` splits a flow evenly, here the whole flow (or
-its queue pair's share) lands on one next hop, so flows collide. Over many queue pairs the load tends
+Same shortest-path next hops as ``ecmp`` (weighted hops included); where ``ecmp`` splits a flow evenly,
+here the whole flow (or its queue pair's share) lands on one next hop, so flows collide. Over many queue pairs the load tends
 to the ``ecmp`` split; over seeds it shows the spread real fabrics see. The hash is a deterministic
 function of (seed, flow, queue pair, hop), so results repeat exactly for a given seed.
 """
@@ -13,7 +13,7 @@ import numpy as np
 
 from ..topology import Topology
 from . import EngineRefused
-from .ecmp import Routed, adjacency, distances_to, relays
+from .ecmp import Routed, distances_to, routing_graph
 from .traffic import Demand
 
 MAX_FLOWS = 20_000_000
@@ -41,10 +41,12 @@ def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     if src.size == 0:
         return routed
     usable = np.ones(m, dtype=bool) if arc_mask is None else arc_mask
-    adj = adjacency(topology, usable)
-    relay = relays(topology)
+    graph = routing_graph(topology, usable)
+    relay = graph.relay
+    weight = np.zeros(m, dtype=np.int64)
+    weight[graph.arcs] = graph.weight
     # out-arcs of every node, as CSR over arc ids
-    arcs = np.flatnonzero(usable)
+    arcs = graph.arcs
     order = np.argsort(topology.src[arcs], kind="stable")
     out_arcs = arcs[order]
     indptr = np.concatenate([[0], np.cumsum(np.bincount(topology.src[out_arcs], minlength=n))])
@@ -58,7 +60,7 @@ def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     block = max(1, min(targets_all.size, (256 * 2**20) // (n * 8)))
     for start in range(0, targets_all.size, block):
         targets = targets_all[start:start + block]
-        dist, _outdeg = distances_to(adj, targets, relay)
+        dist, _outdeg, _levels = distances_to(graph, targets)
         col_of = np.full(n, -1, dtype=np.int64)
         col_of[targets] = np.arange(targets.size)
         mine = np.flatnonzero(col_of[flow_dst] >= 0)
@@ -81,7 +83,7 @@ def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
             cand = out_arcs[np.minimum(starts[:, None] + positions[None, :], out_arcs.size - 1)]
             head = topology.dst[cand]
             head_level = dist[head, c[:, None]]
-            good = valid & (head_level == (level - 1)[:, None]) & (relay[head] | (head_level == 0))
+            good = valid & (head_level == level[:, None] - weight[cand]) & (relay[head] | (head_level == 0))
             count = good.sum(axis=1)
             key = (np.uint64(seed) * np.uint64(0x100000001B3)) ^ (flow_id[mine][idx] << np.uint64(8)) ^ np.uint64(hop)
             pick = (_mix(key) % count.astype(np.uint64)).astype(np.int64)
