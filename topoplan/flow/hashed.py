@@ -2,9 +2,9 @@
 hop by a seeded hash, as switches hash a flow's header onto one member of the ECMP group.
 
 Same shortest-path next hops as ``ecmp`` (weighted hops included); where ``ecmp`` splits a flow evenly,
-here the whole flow (or its queue pair's share) lands on one next hop, so flows collide. Over many queue pairs the load tends
-to the ``ecmp`` split; over seeds it shows the spread real fabrics see. The hash is a deterministic
-function of (seed, flow, queue pair, hop), so results repeat exactly for a given seed.
+here the whole flow (or its queue pair's share) lands on one next hop, so flows collide. Over many queue
+pairs the load tends to the ``ecmp`` split; over seeds it shows the spread real fabrics see. The hash is
+a deterministic function of (seed, flow, queue pair, hop), so results repeat exactly for a given seed.
 """
 
 from __future__ import annotations
