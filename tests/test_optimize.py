@@ -138,3 +138,50 @@ def test_cost_breakdown_plot_data(optimized):
     assert set(totals) == set(chosen)
     for name, total in totals.items():
         assert total == pytest.approx(chosen[name]["cost_per_gpu_usd"], abs=0.01)  # the report rounds to cents
+
+
+RAILX_SPACE = {
+    "name": "railx-space", "gpus": [128, 200, 1020], "servers": ["dgx-h100"], "topologies": ["railx"],
+    "switches": ["nvidia-qm9700"], "railx": {"servers": ["railx-node-8"], "ocs": ["calient-s320"]},
+    "workload": {"parallelism": {"tp": 8},
+                 "collectives": [{"name": "grad-sync", "op": "allreduce", "group": "dp", "size": "1GiB"},
+                                 {"name": "dispatch", "op": "alltoall", "group": "world", "size": "64MiB"}]},
+}
+
+
+def test_railx_candidates_use_the_squarest_grid_and_reproduce(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(RAILX_SPACE))
+    out = tmp_path / "chosen"
+    run = CliRunner().invoke(main, ["optimize", str(space), "--format", "json", "--emit-specs", str(out)],
+                             catch_exceptions=False)
+    assert run.exit_code == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert [c["name"] for c in result["candidates"]] == ["railx-railx-node-8-calient-s320-128",
+                                                         "railx-railx-node-8-calient-s320-200"]
+    assert result["infeasible"]["count"] == 1  # 1,020 chips are not whole 8-chip nodes
+    assert "1,020 GPUs is not a whole number of railx-node-8 servers" in next(iter(result["infeasible"]["reasons"]))
+    grids = {p.stem: yaml.safe_load(p.read_text())["fabric"]["railx"] for p in out.glob("*.yaml")}
+    assert [(g["columns"], g["rows"]) for _, g in sorted(grids.items())] == [(4, 4), (5, 5)]
+    for candidate in result["candidates"]:
+        assert candidate["topology"] == "railx" and candidate["switch"] == "calient-s320"
+        report = json.loads(CliRunner().invoke(main, ["report", str(out / f"{candidate['name']}.yaml"), "--format",
+                                                      "json"], catch_exceptions=False).output)
+        assert report["cost"]["per_gpu_usd"] == candidate["cost_per_gpu_usd"]
+        assert sum(c["time_s"] for c in report["collectives"]) == pytest.approx(candidate["time_s"], rel=1e-12)
+        assert {c["engine"] for c in report["collectives"]} == {"railx"}
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda d: d.pop("railx"), "RailX candidates need a 'railx' block"),
+    (lambda d: d["railx"].update(ocs=["calient-s32"]), "unknown optical circuit switch 'calient-s32'"),
+    (lambda d: d["railx"].update(servers=["railx-node"]), "unknown server 'railx-node'"),
+])
+def test_bad_railx_spaces_exit_2(tmp_path, edit, message):
+    data = json.loads(json.dumps(RAILX_SPACE))
+    edit(data)
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["optimize", str(space)], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.stderr

@@ -106,3 +106,21 @@ def test_railx_engine_refuses_what_it_cannot_do_exactly(make_design, catalog, ex
 def test_railx_engine_refuses_other_families(make_design, catalog):
     topology = generate(make_design(), catalog)
     assert "not RailX" in railx.accepts(topology)
+
+
+def test_hashed_paths_cross_as_many_circuits_as_ecmp(make_design, catalog):
+    """Every shortest path of a flow crosses the same number of circuits and of local links, so ecmp-hash
+    must put exactly as many bytes on each kind as ecmp, whatever it picks."""
+    from topoplan.topology import LINK_TIER
+
+    topology = _railx(make_design, catalog, 5, 4, row_rails=3, column_rails=4)
+    rng = np.random.default_rng(5)
+    chips = topology.gpus
+    demand = Demand(rng.choice(chips, 300), rng.choice(chips, 300), rng.random(300))
+    want = route(topology, demand).load
+    circuit = topology.link_tier == LINK_TIER["ocs"]
+    for seed in range(3):
+        got = route(topology, demand, "ecmp-hash", seed=seed, qps=4).load
+        assert got[circuit].sum() == pytest.approx(want[circuit].sum(), rel=1e-12)
+        assert got[~circuit].sum() == pytest.approx(want[~circuit].sum(), rel=1e-12)
+        assert not np.allclose(got, want)  # it did hash: loads differ arc by arc

@@ -49,9 +49,10 @@ def evaluate_candidate(item) -> Outcome:
     if any(t is None for t in times.values()):
         return Outcome(name, spec, reason="some collective pairs are unreachable")
     time_s = sum(weights.get(n, 1.0) * t for n, t in times.items())
+    fabric = spec["fabric"]
     figures = {"topology": report["design"]["topology"], "gpus": report["design"]["gpus"],
-               "server": report["design"]["server"], "switch": spec["fabric"]["switch"],
-               "oversubscription": spec["fabric"]["oversubscription"], "planes": spec["fabric"]["planes"],
+               "server": report["design"]["server"], "switch": switch_label(fabric),
+               "oversubscription": fabric.get("oversubscription", 1), "planes": fabric.get("planes", 1),
                "tiers": report["fabric"]["tiers"], "switches": report["fabric"]["switches"]["total"],
                "cost_usd": report["cost"]["total_usd"], "cost_per_gpu_usd": report["cost"]["per_gpu_usd"],
                "cost_by_category_usd": report["cost"]["by_category"],
@@ -63,6 +64,16 @@ def evaluate_candidate(item) -> Outcome:
     if missed:
         return Outcome(name, spec, reason="constraint: " + missed[0])
     return Outcome(name, spec, figures)
+
+
+def switch_label(fabric: dict) -> str:
+    """The switch models of a candidate in one string: one id, ``leaf / spine [/ core]``, or the OCS."""
+    if fabric["topology"] == "railx":
+        return fabric["railx"]["ocs"]
+    switch = fabric["switch"]
+    if isinstance(switch, dict):
+        return " / ".join(switch[t] for t in ("leaf", "spine", "core") if t in switch)
+    return switch
 
 
 def _violations(f: dict, constraints: dict) -> list[str]:

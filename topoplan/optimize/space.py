@@ -3,20 +3,24 @@
 A space is the product of its lists (GPU counts, servers, topologies, switches, oversubscription ratios,
 planes); every combination becomes one candidate design spec, which the normal validator and pipeline
 then judge. ``dp`` is derived per GPU count from the other parallel degrees.
+
+RailX candidates have no switches, ratios or planes: they are the product of GPU counts, the ``railx``
+block's servers (chip nodes) and optical circuit switches, each on the squarest grid of its nodes.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 from .. import yamlio
 from ..catalog import Catalog
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from ..schema import Context, Dict, Enum, Int, Key, List, Map, Num, Obj, Str, has_missing
 from ..spec import COLLECTIVE
 
-SEARCHABLE = ("fat-tree", "rail-optimized", "rail-only")
+SEARCHABLE = ("fat-tree", "rail-optimized", "rail-only", "railx")
 
 SPACE_SCHEMA = Obj({
     "name": Key(Str(kebab=True, doc="space name, kebab-case"), True),
@@ -28,6 +32,10 @@ SPACE_SCHEMA = Obj({
     "oversubscription": Key(List(Num(minimum=1), min_items=1), False, [1]),
     "planes": Key(List(Int(minimum=1, maximum=8), min_items=1), False, [1]),
     "scalable_unit": Key(Int(minimum=1), False),
+    "railx": Key(Obj({
+        "servers": Key(List(Str(kebab=True), min_items=1), True),
+        "ocs": Key(List(Str(kebab=True), min_items=1), True),
+    }, doc="RailX candidates: chip-node servers and optical circuit switches to try"), False),
     "workload": Key(Obj({
         "parallelism": Key(Map(("tp", "cp", "pp", "ep"), Int(minimum=1)), False),
         "collectives": Key(List(COLLECTIVE, min_items=1), True),
@@ -48,6 +56,8 @@ class Space:
     description: str
     axes: dict          # gpus, servers, topologies, switches, oversubscription, planes
     scalable_unit: int | None
+    railx: dict         # servers, ocs (empty without RailX candidates)
+    chips_per_server: dict
     parallelism: dict
     collectives: list   # raw collective mappings, as written
     constraints: dict
@@ -63,12 +73,18 @@ def load_space(file: str, catalog: Catalog) -> Space:
         raise SpecError(ctx.problems)
     checked = SPACE_SCHEMA.check(data, (), ctx)
     if not ctx.problems and not has_missing(checked):
-        for key, section in (("servers", catalog.servers), ("switches", catalog.switches)):
-            for index, entry in enumerate(checked[key]):
+        lists = [(("servers",), checked["servers"], "server", catalog.servers),
+                 (("switches",), checked["switches"], "switch", catalog.switches)]
+        if checked["railx"]:
+            lists += [(("railx", "servers"), checked["railx"]["servers"], "server", catalog.servers),
+                      (("railx", "ocs"), checked["railx"]["ocs"], "optical circuit switch", catalog.ocs)]
+        elif "railx" in checked["topologies"]:
+            ctx.error(("topologies",), "RailX candidates need a 'railx' block with chip-node servers and OCS models",
+                      "add railx: {servers: [railx-node-8], ocs: [polatis-7000-384]}")
+        for path, entries, what, section in lists:
+            for index, entry in enumerate(entries):
                 if entry not in section:
-                    from ..errors import did_you_mean
-
-                    ctx.error((key, index), f"unknown {key[:-1]} '{entry}'", did_you_mean(entry, section))
+                    ctx.error(path + (index,), f"unknown {what} '{entry}'", did_you_mean(entry, section))
         names = [c["name"] for c in data["workload"]["collectives"]]
         for name in (checked["objective"] or {}).get("weights") or {}:
             if name not in names:
@@ -77,35 +93,59 @@ def load_space(file: str, catalog: Catalog) -> Space:
     if ctx.problems:
         raise SpecError(ctx.problems)
     axes = {k: checked[k] for k in ("gpus", "servers", "topologies", "switches", "oversubscription", "planes")}
-    return Space(checked["name"], checked["description"], axes, checked["scalable_unit"],
+    railx = checked["railx"] or {}
+    servers = set(checked["servers"]) | set(railx.get("servers", []))
+    return Space(checked["name"], checked["description"], axes, checked["scalable_unit"], railx,
+                 {s: catalog.servers[s].gpus for s in sorted(servers)},
                  checked["workload"]["parallelism"] or {}, data["workload"]["collectives"],
                  {k: v for k, v in (checked["constraints"] or {}).items() if v is not None},
                  (checked["objective"] or {}).get("weights") or {}, str(file))
 
 
+def _parallelism(space: Space, gpus: int) -> dict:
+    others = 1
+    for dim in ("tp", "cp", "pp"):  # ep is carved out of dp, not multiplied in
+        others *= space.parallelism.get(dim, 1)
+    parallelism = {k: v for k, v in space.parallelism.items() if k != "ep"}
+    if gpus % others == 0:  # otherwise the validator says why the degrees do not fit
+        parallelism["dp"] = gpus // others
+    if "ep" in space.parallelism:
+        parallelism["ep"] = space.parallelism["ep"]
+    return parallelism
+
+
+def squarest_grid(nodes: int) -> tuple[int, int]:
+    """(columns, rows) with columns * rows = nodes and rows the largest divisor not above the root."""
+    rows = max(d for d in range(1, math.isqrt(max(nodes, 1)) + 1) if nodes % d == 0) if nodes else 1
+    return max(nodes, 1) // rows, rows
+
+
 def candidate_specs(space: Space):
     """Every combination as (name, spec data), in a fixed order."""
     axes = space.axes
-    for gpus, server, topology, switch, ratio, planes in itertools.product(
-            axes["gpus"], axes["servers"], axes["topologies"], axes["switches"], axes["oversubscription"],
-            axes["planes"]):
-        name = f"{topology}-{server}-{switch}-{gpus}-o{ratio:g}-p{planes}".replace(".", "_")
-        fabric = {"topology": topology, "switch": switch, "oversubscription": ratio, "planes": planes}
-        if space.scalable_unit and topology != "fat-tree":
-            fabric["scalable_unit"] = space.scalable_unit
-        others = 1
-        for dim in ("tp", "cp", "pp"):  # ep is carved out of dp, not multiplied in
-            others *= space.parallelism.get(dim, 1)
-        parallelism = {k: v for k, v in space.parallelism.items() if k != "ep"}
-        if gpus % others == 0:  # otherwise the validator says why the degrees do not fit
-            parallelism["dp"] = gpus // others
-        if "ep" in space.parallelism:
-            parallelism["ep"] = space.parallelism["ep"]
-        yield name, {
+
+    def spec(name, gpus, server, fabric):
+        return name, {
             "name": name,
             "description": f"candidate of design space {space.name}",
             "cluster": {"server": server, "gpus": gpus},
             "fabric": fabric,
-            "workload": {"parallelism": parallelism, "collectives": [dict(c) for c in space.collectives]},
+            "workload": {"parallelism": _parallelism(space, gpus), "collectives": [dict(c) for c in space.collectives]},
             "routing": "ecmp",
         }
+
+    for gpus in axes["gpus"]:
+        for server, topology, switch, ratio, planes in itertools.product(
+                axes["servers"], [t for t in axes["topologies"] if t != "railx"], axes["switches"],
+                axes["oversubscription"], axes["planes"]):
+            name = f"{topology}-{server}-{switch}-{gpus}-o{ratio:g}-p{planes}".replace(".", "_")
+            fabric = {"topology": topology, "switch": switch, "oversubscription": ratio, "planes": planes}
+            if space.scalable_unit and topology != "fat-tree":
+                fabric["scalable_unit"] = space.scalable_unit
+            yield spec(name, gpus, server, fabric)
+        if "railx" in axes["topologies"]:
+            for server, ocs in itertools.product(space.railx["servers"], space.railx["ocs"]):
+                # a count that is not whole nodes gets the grid below it; the validator says why it fails
+                columns, rows = squarest_grid(gpus // space.chips_per_server[server])
+                fabric = {"topology": "railx", "railx": {"columns": columns, "rows": rows, "ocs": ocs}}
+                yield spec(f"railx-{server}-{ocs}-{gpus}", gpus, server, fabric)
