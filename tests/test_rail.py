@@ -88,6 +88,24 @@ def test_rail_only_has_no_path_across_rails_but_pxn(make_design, catalog):
     assert topology.hierarchy["diameter_hops"] == 4
 
 
+@pytest.mark.parametrize("topology_name", ["rail-only", "rail-optimized"])
+def test_pxn_of_whole_server_alltoall_groups_equals_listing_pairs(make_design, catalog, topology_name):
+    """All-to-all groups of whole servers take PXN without listing pairs; the loads must be those of the
+    pair-by-pair rewrite. Groups that split servers fall back to the pairs."""
+    design = make_design(cluster={"gpus": 256}, fabric={"topology": topology_name, "scalable_unit": 8})
+    topology = generate(design, catalog)
+    gpus = topology.gpus
+    for members in (gpus.reshape(1, -1), gpus.reshape(4, -1), gpus.reshape(16, -1)[:, ::-1].copy(),
+                    gpus.reshape(-1, 8), gpus.reshape(8, 32).T.copy()):
+        demand = Demand(a2a_members=members, a2a_bytes=3.0)
+        aggregated = apply_pxn(topology, demand)
+        listed = apply_pxn(topology, Demand(*demand.pairs()))
+        assert aggregated.src.size < listed.src.size or not aggregated.has_a2a
+        fast, slow = ecmp.route(topology, aggregated), ecmp.route(topology, listed)
+        assert fast.unreachable_pairs == slow.unreachable_pairs == 0
+        np.testing.assert_allclose(fast.load, slow.load, rtol=1e-12)
+
+
 @pytest.mark.parametrize("sections", [
     {"cluster": {"gpus": 1024}, "fabric": {"topology": "rail-optimized"}},
     {"cluster": {"gpus": 1024}, "fabric": {"topology": "rail-optimized", "scalable_unit": 8, "aggregation": "same-rail",

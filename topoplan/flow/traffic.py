@@ -223,10 +223,14 @@ def apply_pxn(topology: Topology, demand: Demand) -> Demand:
     relay_of[(server[gpus] * rails + rail[gpus])[::-1]] = gpus[::-1]  # first GPU of each (server, rail)
     if demand.has_a2a:
         members = demand.a2a_members
-        if (rail[members] == rail[members][:, :1]).all() or members.size * members.shape[1] > MAX_PXN_PAIRS:
-            pairs = Demand(demand.src, demand.dst, demand.bytes)
-            rest = Demand(a2a_members=members, a2a_bytes=demand.a2a_bytes)
-            return merge([apply_pxn(topology, pairs), rest])
+        pairs = Demand(demand.src, demand.dst, demand.bytes)
+        if (rail[members] == rail[members][:, :1]).all():
+            return merge([apply_pxn(topology, pairs), Demand(a2a_members=members, a2a_bytes=demand.a2a_bytes)])
+        whole = _pxn_whole_servers(topology, members, demand.a2a_bytes, nvlink)
+        if whole is not None:
+            return merge([apply_pxn(topology, pairs), whole])
+        if members.size * members.shape[1] > MAX_PXN_PAIRS:
+            return merge([apply_pxn(topology, pairs), Demand(a2a_members=members, a2a_bytes=demand.a2a_bytes)])
         demand = Demand(*demand.pairs())
     a, b, w = demand.src, demand.dst, demand.bytes
     move = (server[a] != server[b]) & (rail[a] != rail[b]) & nvlink[a]
@@ -235,6 +239,38 @@ def apply_pxn(topology: Topology, demand: Demand) -> Demand:
     relay = relay_of[server[a[move]] * rails + rail[b[move]]]
     return Demand(np.concatenate([a[~move], a[move], relay]), np.concatenate([b[~move], relay, b[move]]),
                   np.concatenate([w[~move], w[move], w[move]]))
+
+
+def _pxn_whole_servers(topology: Topology, members: np.ndarray, size: float, nvlink: np.ndarray) -> Demand | None:
+    """PXN of all-to-all groups made of whole NVLink servers with one GPU per rail, without listing pairs.
+
+    With ``k`` GPUs per server and ``m`` servers per group, a GPU sends ``size`` to every other member.
+    Under PXN the flows to rail ``r`` of other servers gather on the source server's GPU of rail ``r``:
+    * over NVLink, each member sends ``m * size`` to each other GPU of its server: ``size`` of its own
+      plus ``(m - 1) * size`` for that GPU to forward;
+    * across the fabric, the GPUs of one rail form an all-to-all of ``k * size`` per pair: the relay's own
+      flow plus the ``k - 1`` it forwards.
+    Returns None when the groups are not of that shape (the caller then lists pairs)."""
+    server, rail = topology.server, topology.rail
+    groups, p = members.shape
+    k = int(np.bincount(server[topology.gpus]).max())
+    if p % k or not nvlink[members].all():
+        return None
+    order = np.argsort(server[members].astype(np.int64) * k + rail[members], axis=1, kind="stable")
+    by_server = np.take_along_axis(members, order, axis=1).reshape(groups, p // k, k)
+    servers = server[by_server]
+    if not ((servers == servers[:, :, :1]).all() and (rail[by_server] == np.arange(k)).all()):
+        return None  # not whole servers, or not one GPU per rail
+    if np.unique(servers[:, :, 0]).size != groups * (p // k):
+        return None  # a server split across groups
+    m = p // k
+    local = by_server.reshape(-1, k)               # (groups * m, k): the GPUs of one server, by rail
+    src = np.repeat(local, k, axis=1).ravel()
+    dst = np.tile(local, (1, k)).ravel()
+    keep = src != dst
+    per_rail = by_server.transpose(0, 2, 1).reshape(groups * k, m)  # one row per (group, rail)
+    return Demand(src[keep], dst[keep], m * size, a2a_members=per_rail if m > 1 else None,
+                  a2a_bytes=k * size if m > 1 else 0.0)
 
 
 def plan_workload(topology: Topology, design: Design) -> list[CollectivePlan]:
