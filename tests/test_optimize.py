@@ -51,7 +51,7 @@ def test_optimize_is_deterministic_and_its_front_is_right(optimized):
     one, two = optimized
     assert one == two  # the same for any number of workers
     result = json.loads(one)
-    assert len(result["candidates"]) == 24 and result["infeasible"]["count"] == 0
+    assert len(result["candidates"]) == 28 and result["infeasible"]["count"] == 0
     for gpus in {c["gpus"] for c in result["candidates"]}:
         group = [c for c in result["candidates"] if c["gpus"] == gpus]
         points = [(c["cost_per_gpu_usd"], c["time_s"]) for c in group]

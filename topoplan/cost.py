@@ -119,6 +119,19 @@ def _transceiver(catalog: Catalog, gbps: float, form_factor: str, need_m: float,
                       and t.reach_m >= need_m and t.media == media])
 
 
+def choose_optics(catalog: Catalog, need_m: float, cages: list) -> tuple | None:
+    """(fibre, one transceiver per cage kind) for fibre links reaching ``need_m`` between devices with
+    ``cages`` ((ports per cage, cage Gb/s, form factor) each), or None if the catalog has none. One media
+    for the whole link, so both ends and the fibre match: multimode when it reaches, else single-mode."""
+    for media in ("multimode", "singlemode"):
+        parts = [_transceiver(catalog, gbps, ff, need_m, media) for _p, gbps, ff in cages]
+        fibre = _cheapest([c for c in catalog.cables.values()
+                           if c.kind == "fiber" and c.media == media and c.reach_m >= need_m])
+        if all(parts) and fibre:
+            return fibre, parts
+    return None
+
+
 def _add_cabling(bom: Bom, topology: Topology, design: Design, catalog: Catalog) -> None:
     src, dst = topology.src[0::2], topology.dst[0::2]
     capacity, link_tier = topology.capacity_gbps[0::2], topology.link_tier[0::2]
@@ -147,19 +160,14 @@ def _add_cabling(bom: Bom, topology: Topology, design: Design, catalog: Catalog)
             ends = np.concatenate([src[links], dst[links]])
             cages = [(topology.models[model], n, _cage(kind, topology.models[model], float(speed), catalog))
                      for kind, model, n in _pair_counts(topology.kind[ends], topology.model[ends])]
-            # one media for the whole link, so both ends and the fibre match; multimode when it reaches
-            for media in ("multimode", "singlemode"):
-                parts = [_transceiver(catalog, gbps, ff, need_m, media) for _m, _n, (_p, gbps, ff) in cages]
-                fibre = _cheapest([c for c in catalog.cables.values()
-                                   if c.kind == "fiber" and c.media == media and c.reach_m >= need_m])
-                if all(parts) and fibre:
-                    break
-            else:
+            chosen = choose_optics(catalog, need_m, [cage for _m, _n, cage in cages])
+            if chosen is None:
                 missing = [f"{gbps:g} Gb/s {ff} (for {model})" for model, _n, (_p, gbps, ff) in cages
                            if not any(_transceiver(catalog, gbps, ff, need_m, m) for m in ("multimode", "singlemode"))]
                 raise design.infeasible(f"fabric.cabling.{tier}", "the catalog has no transceiver reaching "
                                         f"{need_m:g} m for " + (", ".join(missing) or "both ends in one media"),
                                         "add one with --catalog FILE, or choose another reach class for this tier")
+            fibre, parts = chosen
             bom.lines.append(BomLine("cables", fibre.id, tier, fibres_per_link * count, fibre.price_usd,
                                      fibre.power_w))
             modules: dict[str, int] = {}

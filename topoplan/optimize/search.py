@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..catalog import load_catalog
 from ..errors import TopoplanError
+from .sizing import SizingError, size_cheapest
 from .space import Space, candidate_specs
 
 
@@ -39,12 +40,20 @@ def evaluate_candidate(item) -> Outcome:
     from ..report import build_report
     from ..spec import design_from_data
 
-    name, spec, weights, constraints = item
+    name, spec, sizing, weights, constraints = item
     try:
+        if sizing is not None:
+            sized = size_cheapest(_CATALOG, spec["cluster"]["server"], spec["cluster"]["gpus"],
+                                  spec["fabric"]["planes"], sizing["switches"], sizing["max_ratio"],
+                                  sizing["max_tiers"])
+            spec = {**spec, "fabric": {**spec["fabric"], "switch": sized.models, "tiers": sized.tiers,
+                                       "leaf_uplinks": sized.leaf_uplinks}}
         design = design_from_data(spec, _CATALOG, name)
         report = build_report(evaluate(design, _CATALOG))
     except TopoplanError as err:
         return Outcome(name, spec, reason=err.problems[0].message)
+    except SizingError as err:
+        return Outcome(name, spec, reason=f"sizing: {err}")
     times = {c["name"]: c["time_s"] for c in report["collectives"]}
     if any(t is None for t in times.values()):
         return Outcome(name, spec, reason="some collective pairs are unreachable")
@@ -52,7 +61,9 @@ def evaluate_candidate(item) -> Outcome:
     fabric = spec["fabric"]
     figures = {"topology": report["design"]["topology"], "gpus": report["design"]["gpus"],
                "server": report["design"]["server"], "switch": switch_label(fabric),
-               "oversubscription": fabric.get("oversubscription", 1), "planes": fabric.get("planes", 1),
+               "oversubscription": (round(sized.leaf_downlinks / sized.leaf_uplinks, 3) if sizing is not None
+                                    else fabric.get("oversubscription", 1)),
+               "planes": fabric.get("planes", 1),
                "tiers": report["fabric"]["tiers"], "switches": report["fabric"]["switches"]["total"],
                "cost_usd": report["cost"]["total_usd"], "cost_per_gpu_usd": report["cost"]["per_gpu_usd"],
                "cost_by_category_usd": report["cost"]["by_category"],
@@ -133,7 +144,7 @@ class SearchResult:
 
 def search(space: Space, catalog_files=(), workers: int = 1, progress=None) -> SearchResult:
     """Evaluate every candidate; ``progress(done, total)`` is called as results arrive (for the CLI)."""
-    items = [(name, spec, space.weights, space.constraints) for name, spec in candidate_specs(space)]
+    items = [(name, spec, sizing, space.weights, space.constraints) for name, spec, sizing in candidate_specs(space)]
     result = SearchResult(space)
     if workers <= 1:
         _init(catalog_files)

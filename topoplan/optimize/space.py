@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from .. import yamlio
 from ..catalog import Catalog
 from ..errors import SpecError, did_you_mean
-from ..schema import Context, Dict, Enum, Int, Key, List, Map, Num, Obj, Str, has_missing
+from ..schema import Bool, Context, Dict, Enum, Int, Key, List, Map, Num, Obj, Str, has_missing
 from ..spec import COLLECTIVE
 
 SEARCHABLE = ("fat-tree", "rail-optimized", "rail-only", "railx")
@@ -32,6 +32,10 @@ SPACE_SCHEMA = Obj({
     "oversubscription": Key(List(Num(minimum=1), min_items=1), False, [1]),
     "planes": Key(List(Int(minimum=1, maximum=8), min_items=1), False, [1]),
     "scalable_unit": Key(Int(minimum=1), False),
+    "sizing": Key(Obj({
+        "fat_tree": Key(Bool(), False, False),
+    }, doc="CP-SAT sizing: one more fat-tree candidate per GPU count, server, ratio and planes, whose switch "
+           "model per tier (from switches) and uplinks per leaf cost least"), False),
     "railx": Key(Obj({
         "servers": Key(List(Str(kebab=True), min_items=1), True),
         "ocs": Key(List(Str(kebab=True), min_items=1), True),
@@ -57,6 +61,7 @@ class Space:
     axes: dict          # gpus, servers, topologies, switches, oversubscription, planes
     scalable_unit: int | None
     railx: dict         # servers, ocs (empty without RailX candidates)
+    size_fat_tree: bool  # add a CP-SAT sized fat-tree candidate per GPU count, server, ratio and planes
     chips_per_server: dict
     parallelism: dict
     collectives: list   # raw collective mappings, as written
@@ -96,6 +101,7 @@ def load_space(file: str, catalog: Catalog) -> Space:
     railx = checked["railx"] or {}
     servers = set(checked["servers"]) | set(railx.get("servers", []))
     return Space(checked["name"], checked["description"], axes, checked["scalable_unit"], railx,
+                 bool((checked["sizing"] or {}).get("fat_tree")),
                  {s: catalog.servers[s].gpus for s in sorted(servers)},
                  checked["workload"]["parallelism"] or {}, data["workload"]["collectives"],
                  {k: v for k, v in (checked["constraints"] or {}).items() if v is not None},
@@ -121,10 +127,11 @@ def squarest_grid(nodes: int) -> tuple[int, int]:
 
 
 def candidate_specs(space: Space):
-    """Every combination as (name, spec data), in a fixed order."""
+    """Every combination as (name, spec data, sizing), in a fixed order. ``sizing`` is None, or what the
+    CP-SAT sizing of a fat-tree candidate needs (``optimize/sizing.py``); the search fills the spec in."""
     axes = space.axes
 
-    def spec(name, gpus, server, fabric):
+    def spec(name, gpus, server, fabric, sizing=None):
         return name, {
             "name": name,
             "description": f"candidate of design space {space.name}",
@@ -132,7 +139,7 @@ def candidate_specs(space: Space):
             "fabric": fabric,
             "workload": {"parallelism": _parallelism(space, gpus), "collectives": [dict(c) for c in space.collectives]},
             "routing": "ecmp",
-        }
+        }, sizing
 
     for gpus in axes["gpus"]:
         for server, topology, switch, ratio, planes in itertools.product(
@@ -143,6 +150,12 @@ def candidate_specs(space: Space):
             if space.scalable_unit and topology != "fat-tree":
                 fabric["scalable_unit"] = space.scalable_unit
             yield spec(name, gpus, server, fabric)
+        if space.size_fat_tree and "fat-tree" in axes["topologies"]:
+            for server, ratio, planes in itertools.product(axes["servers"], axes["oversubscription"], axes["planes"]):
+                name = f"fat-tree-{server}-sized-{gpus}-o{ratio:g}-p{planes}".replace(".", "_")
+                sizing = {"switches": list(axes["switches"]), "max_ratio": ratio,
+                          "max_tiers": space.constraints.get("max_tiers", 3)}
+                yield spec(name, gpus, server, {"topology": "fat-tree", "planes": planes}, sizing)
         if "railx" in axes["topologies"]:
             for server, ocs in itertools.product(space.railx["servers"], space.railx["ocs"]):
                 # a count that is not whole nodes gets the grid below it; the validator says why it fails
