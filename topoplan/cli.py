@@ -347,9 +347,11 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, workers, catalog_file
     \b
     SPACE is YAML listing GPU counts, servers, topologies, switches, oversubscription ratios and
     planes, the workload, constraints and collective weights (see docs/optimize.md). Every
-    combination is built, costed and routed; infeasible ones are counted by reason.
+    combination is built, costed and routed; infeasible ones are counted by reason. Optional:
+    RailX candidates (railx: {servers, ocs}) and CP-SAT sized fat-trees (sizing: {fat_tree: true}).
     Examples:
       topoplan optimize designs/spaces/small.yaml
+      topoplan optimize designs/spaces/headline.yaml --workers 2 --plot headline.png
       topoplan optimize space.yaml --workers 2 --plot pareto.png --emit-specs chosen/ --format markdown
     """
     from .errors import Problem, SpecError
