@@ -254,6 +254,21 @@ def case_optimize_360():
                      "infeasible": data["infeasible"]["count"], "pareto": len(data["pareto"])}
 
 
+def case_optimize_headline():
+    """Optimizer on the headline space (designs/spaces/headline.yaml): 16k and 131k GPUs, four topologies with RailX, CP-SAT sized fat-trees; two workers."""
+    from topoplan.catalog import load_catalog
+    from topoplan.optimize.search import search
+    from topoplan.optimize.space import load_space
+
+    space = load_space(str(ROOT / "designs/spaces/headline.yaml"), load_catalog())
+    start = time.perf_counter()
+    result = search(space, workers=2)
+    elapsed = time.perf_counter() - start
+    data = result.to_json()
+    return elapsed, {"candidates": len(result.outcomes), "feasible": len(data["candidates"]),
+                     "sized": sum("-sized-" in c["name"] for c in data["candidates"]), "pareto": len(data["pareto"])}
+
+
 CASES = {
     "generate-bom-131k": (case_generate_bom_131k, 2.0, 1024),
     "generate-bom-fat-tree-131k": (case_generate_bom_fat_tree_131k, 2.0, 1024),
@@ -267,6 +282,7 @@ CASES = {
     "baseline-4k": (case_baseline_4k, None, None),
     "scaling-8k-128k": (case_scaling, None, None),
     "optimize-360": (case_optimize_360, 300.0, None),
+    "optimize-headline": (case_optimize_headline, None, None),
 }
 
 

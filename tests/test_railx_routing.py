@@ -124,3 +124,51 @@ def test_hashed_paths_cross_as_many_circuits_as_ecmp(make_design, catalog):
         assert got[circuit].sum() == pytest.approx(want[circuit].sum(), rel=1e-12)
         assert got[~circuit].sum() == pytest.approx(want[~circuit].sum(), rel=1e-12)
         assert not np.allclose(got, want)  # it did hash: loads differ arc by arc
+
+
+def _grid_design(make_design, columns, rows, collectives, parallelism=None, **rails):
+    return make_design(cluster={"server": "railx-node-8", "gpus": columns * rows * 8},
+                       fabric={"topology": "railx", "switch": None,
+                               "railx": {"columns": columns, "rows": rows, "ocs": "calient-s320", **rails}},
+                       workload={"parallelism": parallelism or {"tp": 8}, "collectives": collectives})
+
+
+def test_grid_allreduce_matches_its_closed_form(make_design, catalog):
+    """5 x 5 grid, two row rings (chips 0, 1) and two column rings (chips 2, 3): every pair of nodes in a
+    line shares exactly one circuit, so each ring step of the 8 data-parallel groups (chip l of every
+    node) crosses it: row phases 8 * (4/5) * S/2 over 50 GB/s, the column phase 8 * 2(4/5) * (S/5)/2."""
+    from topoplan.flow.metrics import evaluate_workload
+
+    design = _grid_design(make_design, 5, 5, [{"name": "g", "op": "allreduce", "group": "dp", "size": "1GB",
+                                               "algorithm": "grid"}], row_rails=2, column_rails=2)
+    (result,) = evaluate_workload(generate(design, catalog), design, catalog, alpha_scale=0.0)
+    times = [p.bandwidth_s for p in result.phases]
+    want = [8 * 0.8 * 0.5 / 50, 8 * 1.6 * 0.2 * 0.5 / 50, 8 * 0.8 * 0.5 / 50]
+    np.testing.assert_allclose(times, want, rtol=1e-9)
+    assert result.busbw_GBps == pytest.approx(2 * 24 / 25 / sum(want), rel=1e-9)
+    assert [p.bottleneck for p in result.phases] == ["ocs"] * 3
+
+
+def test_grid_allreduce_of_the_world_is_the_local_index_grids_plus_the_node(make_design, catalog):
+    """Over all chips, the grid algorithm reduces inside each node first; its grid phases then move the
+    same bytes as the data-parallel grid allreduce of S/8 (one per chip index)."""
+    from topoplan.flow.metrics import evaluate_workload
+
+    collectives = [{"name": "world", "op": "allreduce", "group": "world", "size": "8GB", "algorithm": "grid"},
+                   {"name": "dp", "op": "allreduce", "group": "dp", "size": "1GB", "algorithm": "grid"}]
+    design = _grid_design(make_design, 4, 3, collectives)
+    world, dp = evaluate_workload(generate(design, catalog), design, catalog, alpha_scale=0.0)
+    assert [p.label for p in world.phases][0] == "intra-node reduce-scatter"
+    np.testing.assert_allclose([p.bandwidth_s for p in world.phases[1:-1]], [p.bandwidth_s for p in dp.phases],
+                               rtol=1e-9)
+    assert world.phases[0].bottleneck == "nvlink"
+
+
+def test_grid_allreduce_needs_a_group_spanning_the_grid(make_design, catalog):
+    from topoplan.errors import InfeasibleDesign
+    from topoplan.flow.traffic import plan_workload
+
+    design = _grid_design(make_design, 4, 4, [{"name": "g", "op": "allreduce", "group": "pp", "size": "1GB",
+                                               "algorithm": "grid"}], parallelism={"tp": 8, "pp": 2})
+    with pytest.raises(InfeasibleDesign, match="every node of the 4 x 4 grid"):
+        plan_workload(generate(design, catalog), design)

@@ -30,10 +30,10 @@ GROUPS = ("tp", "cp", "dp", "pp", "ep", "world")
 PARALLEL_DIMS = ("tp", "cp", "dp", "pp", "ep")
 ORDER_DIMS = ("tp", "cp", "dp", "pp")
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce")
-ALGORITHMS = ("ring", "tree", "hierarchical", "direct")
+ALGORITHMS = ("ring", "tree", "hierarchical", "grid", "direct")
 DEFAULT_ALGORITHM = {"allreduce": "ring", "allgather": "ring", "reducescatter": "ring", "alltoall": "direct",
                      "sendrecv": "direct", "broadcast": "ring", "reduce": "ring"}
-ALGORITHMS_FOR = {"allreduce": ("ring", "tree", "hierarchical"), "allgather": ("ring",),
+ALGORITHMS_FOR = {"allreduce": ("ring", "tree", "hierarchical", "grid"), "allgather": ("ring",),
                   "reducescatter": ("ring",), "alltoall": ("direct",), "sendrecv": ("direct",),
                   "broadcast": ("ring", "tree"), "reduce": ("ring", "tree")}
 
@@ -267,7 +267,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
     fab = Fabric(topology=fabric["topology"], switch=switch_ids, tiers=fabric["tiers"], oversubscription=over,
                  planes=fabric["planes"], scalable_unit=fabric["scalable_unit"], leaf_uplinks=fabric["leaf_uplinks"],
                  aggregation=fabric["aggregation"], cabling=cabling, railx=fabric["railx"])
-    workload = _workload(c["workload"] or {}, gpus, ctx)
+    workload = _workload(c["workload"] or {}, gpus, ctx, c["fabric"]["topology"])
     targets = c["targets"] or {}
     names = {col.name for col in workload.collectives}
     for key in ("min_busbw_GBps", "max_time_s"):
@@ -284,7 +284,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
                 fabric=fab, workload=workload)
 
 
-def _workload(w: dict, gpus: int, ctx: Context) -> Workload:
+def _workload(w: dict, gpus: int, ctx: Context, topology: str) -> Workload:
     given = w.get("parallelism") or {}
     degrees = {dim: given.get(dim, 1) for dim in PARALLEL_DIMS}
     if "dp" not in given:
@@ -313,6 +313,9 @@ def _workload(w: dict, gpus: int, ctx: Context) -> Workload:
         if algorithm not in ALGORITHMS_FOR[col["op"]]:
             ctx.error(path + ("algorithm",), f"{col['op']} has no '{algorithm}' algorithm",
                       "use one of: " + ", ".join(ALGORITHMS_FOR[col["op"]]))
+        elif algorithm == "grid" and topology != "railx":
+            ctx.error(path + ("algorithm",), "the grid algorithm runs on the rings of a RailX grid",
+                      "use ring, tree or hierarchical on switched fabrics")
         size = degrees[col["group"]] if col["group"] != "world" else gpus
         if size < 2:
             ctx.error(path + ("group",), f"the {col['group']} group has a single rank, so {col['op']} moves nothing",

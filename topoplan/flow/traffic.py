@@ -13,6 +13,12 @@ allreduce       hierarchical         1) ring reduce-scatter inside each server  
                                      (g local ranks): (g-1)/g * S; 2) one ring
                                      per local index across m servers on S/g:
                                      2(m-1)/m * S/g; 3) all-gather as in 1)
+allreduce       grid (RailX)         1) as hierarchical; then per local index   g-1, C-1, 2(R-1),  2(p-1)/p
+                                     on the C x R grid, over the K rings of     C-1, g-1
+                                     each row (column) at once, S/K each:
+                                     2) row reduce-scatter (C-1)/C * S/(gK);
+                                     3) column allreduce on S/(gC);
+                                     4) row all-gather; 5) all-gather as 1)
 allgather,      ring                 rank -> next: (p-1)/p * S (S = total)      p-1                (p-1)/p
 reducescatter
 alltoall        direct               every ordered pair: S/p                    p-1                (p-1)/p
@@ -154,6 +160,8 @@ def plan_collective(topology: Topology, design: Design, collective: Collective) 
     phases: list[Phase] = []
     if op == "allreduce" and algorithm == "hierarchical":
         phases = _hierarchical_allreduce(topology, members, S)
+    elif op == "allreduce" and algorithm == "grid":
+        phases = _grid_allreduce(topology, design, collective, members, S)
     elif op == "allreduce" and algorithm == "tree":
         half = S / 2
         demand = merge([tree_demand(members, half), tree_demand(members, half, mirror=True)])
@@ -271,6 +279,69 @@ def _pxn_whole_servers(topology: Topology, members: np.ndarray, size: float, nvl
     per_rail = by_server.transpose(0, 2, 1).reshape(groups * k, m)  # one row per (group, rail)
     return Demand(src[keep], dst[keep], m * size, a2a_members=per_rail if m > 1 else None,
                   a2a_bytes=k * size if m > 1 else 0.0)
+
+
+def line_rings(n: int, rails: int, assignment: str) -> list[np.ndarray]:
+    """Node orders (positions along a RailX row or column of ``n`` nodes) of the distinct rings its rails
+    follow; a perfect matching is not a ring and is left out."""
+    from ..generators.railx import is_matching, ring_decomposition
+
+    if n <= 1 or rails == 0:
+        return []
+    if assignment == "naive" or n == 2:
+        return [np.arange(n)]
+    rings = ring_decomposition(n)
+    used = sorted({k % len(rings) for k in range(rails)})
+    return [np.asarray(rings[i]) for i in used if not is_matching(n, i)]
+
+
+def _grid_allreduce(topology: Topology, design: Design, collective: Collective, members: np.ndarray,
+                    S: float) -> list[Phase]:
+    """AllReduce on a RailX grid along its rails: inside each node as ``hierarchical``, then for each local
+    index a 2D allreduce over the C x R grid of nodes, every ring of a row (column) carrying 1/K of it."""
+    h = topology.hierarchy
+    columns, rows = h["grid"]
+    nodes = columns * rows
+    groups, p = members.shape
+    node = topology.row[members].astype(np.int64) * columns + topology.col[members]
+    order = np.argsort(node * topology.num_nodes + members, axis=1, kind="stable")
+    members, node = np.take_along_axis(members, order, axis=1), np.take_along_axis(node, order, axis=1)
+    g = p // nodes
+    if p % nodes or not (node.reshape(groups, nodes, g) == np.arange(nodes)[:, None]).all():
+        index = design.workload.collectives.index(collective)
+        raise design.infeasible(f"workload.collectives.{index}.group",
+                                f"the grid algorithm needs every node of the {columns} x {rows} grid to hold the "
+                                f"same number of the {collective.group} group's ranks",
+                                "use it on a group that spans the grid, e.g. dp with tp inside a node")
+    blocks = members.reshape(groups, nodes, g)
+    phases = []
+    if g > 1:
+        intra = ring_demand(blocks.reshape(-1, g), (g - 1) / g * S)
+        phases.append(Phase("intra-node reduce-scatter", intra, g - 1))
+    grid = blocks.transpose(0, 2, 1).reshape(groups * g, rows, columns)  # per local index: [row, column]
+    share = S / g
+    row_rings = line_rings(columns, h["row_rails"], h["ring_assignment"])
+    col_rings = line_rings(rows, h["column_rails"], h["ring_assignment"])
+    for n, rings, what in ((columns, row_rings, "row"), (rows, col_rings, "column")):
+        if n > 1 and not rings:
+            raise design.infeasible("fabric.railx", f"the grid algorithm needs {what} rails, and there are none",
+                                    f"give the {what}s rails or use the ring algorithm")
+    row_phase = None
+    if columns > 1:
+        row_phase = merge(ring_demand(grid[:, :, ring].reshape(-1, columns), (columns - 1) / columns * share
+                                      / len(row_rings)) for ring in row_rings)
+        phases.append(Phase(f"row reduce-scatter on {len(row_rings)} rings", row_phase, columns - 1))
+        share /= columns
+    if rows > 1:
+        by_column = grid.transpose(0, 2, 1)  # [local index, column, row]
+        col_phase = merge(ring_demand(by_column[:, :, ring].reshape(-1, rows), 2 * (rows - 1) / rows * share
+                                      / len(col_rings)) for ring in col_rings)
+        phases.append(Phase(f"column allreduce on {len(col_rings)} rings", col_phase, 2 * (rows - 1)))
+    if row_phase is not None:
+        phases.append(Phase(f"row all-gather on {len(row_rings)} rings", row_phase, columns - 1))
+    if g > 1:
+        phases.append(Phase("intra-node all-gather", intra, g - 1))
+    return phases
 
 
 def plan_workload(topology: Topology, design: Design) -> list[CollectivePlan]:

@@ -135,7 +135,8 @@ def plan_cost(catalog: Catalog, server_id: str, gpus: int, planes: int, models: 
     materials prices it. Raises ``ValueError`` when the generator cannot build it."""
     endpoints, _nics, nic_cents = _endpoints(catalog, server_id, gpus, planes)
     wanted = tuple(models[t] for t in TIER_NAMES[:tiers])
-    matching = [c for c in _choices(catalog, server_id, list(dict.fromkeys(wanted)), tiers) if c.models[:tiers] == wanted]
+    matching = [c for c in _choices(catalog, server_id, list(dict.fromkeys(wanted)), tiers)
+                if c.models[:tiers] == wanted]
     if not matching:
         raise ValueError("the catalog has no optics for these models")
     choice = matching[0]
@@ -174,7 +175,8 @@ def size_fat_tree(catalog: Catalog, server_id: str, gpus: int, planes: int, swit
     model.add(1000 * down1 <= ratio_milli * up1)
     leaf_links = var(0, E * top, "leaf_links")
     model.add_multiplication_equality(leaf_links, [leaves, up1])
-    spines, cores, spine_links = var(1, E * top, "spines"), var(0, E * top, "cores"), var(0, E * top * top, "core_links")
+    spines, cores = var(1, E * top, "spines"), var(0, E * top, "cores")
+    spine_links = var(0, E * top * top, "core_links")
     if tiers == 2:
         per_spine = var(1, top, "links_per_spine")          # up1 = spines * per_spine: spines divide up1
         model.add_multiplication_equality(up1, [spines, per_spine])
