@@ -248,6 +248,25 @@ def test_railx_counts_circuits_before_local_hops(make_design, catalog):
     assert hops[circuit].sum() == pytest.approx(2.0)  # plain hop counting takes two
 
 
+@pytest.mark.parametrize("columns,rows,rails", [(4, 4, (3, 3)), (4, 2, (3, 4)), (6, 2, (4, 5)), (4, 4, (2, 2))])
+def test_railx_bisection_is_the_exact_minimum_on_small_grids(make_design, catalog, columns, rows, rails):
+    """Uneven ring copies make the structural cuts miss the minimum; the Kernighan-Lin partition finds
+    it. The oracle enumerates every balanced split of the nodes."""
+    from topoplan.flow.bisection import bisection
+
+    _, topology = _railx(make_design, catalog, columns, rows, row_rails=rails[0], column_rails=rails[1])
+    nodes = columns * rows
+    server_of = topology.server
+    weight = np.zeros((nodes, nodes))
+    np.add.at(weight, (server_of[topology.src], server_of[topology.dst]), topology.capacity_gbps)
+    np.fill_diagonal(weight, 0)
+    exact = min(weight[np.ix_(half, [x for x in range(nodes) if x not in half])].sum()
+                for half in map(list, itertools.combinations(range(nodes), nodes // 2)) if 0 in half)
+    found = bisection(topology)
+    assert found.gbps == pytest.approx(exact)
+    assert found.method.startswith("upper bound")
+
+
 def test_railx_100k_design(in_root, catalog):
     design = load_design("designs/railx-100k.yaml", catalog)
     topology = generate(design, catalog)

@@ -2,7 +2,9 @@
 
 * Where the generator knows it (folded Clos), the analytic value from the topology's hierarchy.
 * Otherwise the smallest cut found over structural cuts (halves by each group id: pod, row, column,
-  rail, server, plane); any cut found is an upper bound on the true minimum, and is labelled so.
+  rail, server, plane) and, on direct-connect fabrics (every link joins two GPUs), a Kernighan-Lin
+  partition of the server graph (networkx), refined from the best structural cut and from a seeded
+  random start. Any cut found is an upper bound on the true minimum, and is labelled so.
 
 Also the throughput under a random bisection permutation: the GPUs split at random into halves, each
 GPU sends to a random partner in the other half (both ways at once), routed with the design's engine;
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import networkx as nx
 import numpy as np
 
 from ..topology import GROUPS, KIND, Topology
@@ -56,18 +59,68 @@ def _structural_cuts(topology: Topology):
         yield group, half
 
 
+# Kernighan-Lin in networkx costs about n^2 per pass; beyond this many servers it is skipped
+MAX_PARTITION_SERVERS = 4096
+
+
+def _partition_cuts(topology: Topology, starts: list) -> list | str:
+    """Kernighan-Lin bisections of the server graph of a direct-connect fabric, one per start (a node
+    side array, or None for a seeded random start), as sides per node; or why none was tried."""
+    gpus = topology.gpus
+    if topology.num_arcs == 0 or (topology.kind[topology.src] != KIND["gpu"]).any():
+        return "the fabric has switches"
+    server = topology.server[gpus]
+    per_server = np.bincount(server)
+    used = np.flatnonzero(per_server)
+    if used.size % 2 or per_server[used].min() != per_server[used].max():
+        return "the servers cannot be split evenly"
+    if used.size > MAX_PARTITION_SERVERS:
+        return f"no Kernighan-Lin partition beyond {MAX_PARTITION_SERVERS:,} servers"
+    a, b = topology.server[topology.src], topology.server[topology.dst]
+    one_way = a < b
+    pairs, which = np.unique(a[one_way] * (used.max() + 1) + b[one_way], return_inverse=True)
+    weight = np.bincount(which.ravel(), weights=topology.capacity_gbps[one_way])
+    graph = nx.Graph()
+    graph.add_nodes_from(used.tolist())
+    graph.add_weighted_edges_from(zip((pairs // (used.max() + 1)).tolist(), (pairs % (used.max() + 1)).tolist(),
+                                      weight.tolist()))
+    sides = []
+    for start in starts:
+        partition = None
+        if start is not None:
+            first = set(np.unique(server[start[gpus]]).tolist())
+            if len(first) != used.size // 2:
+                continue
+            partition = (first, set(used.tolist()) - first)
+        half, _other = nx.community.kernighan_lin_bisection(graph, partition, max_iter=10, weight="weight", seed=0)
+        side = np.zeros(topology.num_nodes, dtype=bool)
+        side[gpus] = np.isin(server, list(half))
+        sides.append(side)
+    return sides
+
+
 def bisection(topology: Topology) -> Bisection:
     h = topology.hierarchy
     if "bisection_gbps" in h:
         return Bisection(float(h["bisection_gbps"]), h.get("bisection_method", "analytic"))
-    best, how = None, ""
+    best, how, best_side = None, "", None
     for group, side in _structural_cuts(topology):
         value = min(cut_capacity(topology, side), cut_capacity(topology, ~side))
         if best is None or value < best:
-            best, how = value, group
+            best, how, best_side = value, group, side
     if best is None:
         return Bisection(0.0, "not computed: no structural cut splits the GPUs")
-    return Bisection(best, f"upper bound: smallest structural cut found (halves by {how})")
+    method = f"upper bound: smallest structural cut found (halves by {how})"
+    partitions = _partition_cuts(topology, [best_side, None])
+    if isinstance(partitions, str):
+        if partitions.startswith("no Kernighan-Lin"):
+            method += f"; {partitions}"
+        return Bisection(best, method)
+    for side in partitions:
+        value = min(cut_capacity(topology, side), cut_capacity(topology, ~side))
+        if value < best:
+            best, method = value, "upper bound: smallest cut found, by a Kernighan-Lin partition of the servers"
+    return Bisection(best, method)
 
 
 def permutation_throughput(topology: Topology, engine: str = "ecmp", seed: int = 0) -> float | None:
