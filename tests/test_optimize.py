@@ -185,3 +185,40 @@ def test_bad_railx_spaces_exit_2(tmp_path, edit, message):
     result = CliRunner().invoke(main, ["optimize", str(space)], catch_exceptions=False)
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_constraints_prune_before_routing(in_root, monkeypatch):
+    """A candidate that misses a constraint on its structure or cost is never routed."""
+    import topoplan.pipeline
+    from topoplan.catalog import load_catalog
+    from topoplan.optimize.search import search
+    from topoplan.optimize.space import load_space
+
+    routed = []
+    original = topoplan.pipeline.evaluate
+    monkeypatch.setattr(topoplan.pipeline, "evaluate", lambda design, *a, **k: routed.append(design.name)
+                        or original(design, *a, **k))
+    space = load_space(SPACE, load_catalog())
+    space = type(space)(**{**space.__dict__, "constraints": {"max_cost_per_gpu_usd": 4300}})
+    result = search(space)
+    pruned = [o.name for o in result.outcomes if o.reason.startswith("constraint: cost per GPU above")]
+    assert pruned and not set(pruned) & set(routed)
+    assert {o.name for o in result.feasible} <= set(routed)
+
+
+def test_cable_reach_constraint_and_space_cabling(tmp_path, in_root):
+    data = yaml.safe_load(open(SPACE))
+    data.update(gpus=[4096], topologies=["fat-tree"], constraints={"max_cable_reach": "in-row"},
+                cabling={"leaf": "in-rack"})
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(data))
+    run = CliRunner().invoke(main, ["optimize", str(space), "--format", "json", "--emit-specs", str(tmp_path / "out")],
+                             catch_exceptions=False)
+    assert run.exit_code == 0, run.stderr
+    result = json.loads(run.stdout)
+    reasons = result["infeasible"]["reasons"]
+    assert any("cabling beyond in-row: core links need cross-row" in r for r in reasons)
+    assert all(c["tiers"] <= 2 for c in result["candidates"])  # three tiers put the core cross-row
+    assert any("-sized-" in c["name"] for c in result["candidates"])  # sizing stayed within two tiers
+    for emitted in (tmp_path / "out").glob("*.yaml"):
+        assert yaml.safe_load(emitted.read_text())["fabric"]["cabling"] == {"leaf": "in-rack"}

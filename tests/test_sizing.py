@@ -40,10 +40,11 @@ def _brute_force(catalog, gpus, server, planes, switches, ratio, tiers):
     return best
 
 
-def _build(catalog, gpus, server, planes, sized):
-    design = design_from_data({"name": "sized", "cluster": {"server": server, "gpus": gpus},
-                               "fabric": {"topology": "fat-tree", "switch": sized.models, "tiers": sized.tiers,
-                                          "leaf_uplinks": sized.leaf_uplinks, "planes": planes}}, catalog)
+def _build(catalog, gpus, server, planes, sized, cabling=None):
+    fabric = {"topology": "fat-tree", "switch": sized.models, "tiers": sized.tiers, "leaf_uplinks": sized.leaf_uplinks,
+              "planes": planes, **({"cabling": cabling} if cabling else {})}
+    design = design_from_data({"name": "sized", "cluster": {"server": server, "gpus": gpus}, "fabric": fabric},
+                              catalog)
     topology = generate(design, catalog)
     return topology, bill_of_materials(topology, design, catalog)
 
@@ -55,10 +56,12 @@ def test_cp_sat_finds_the_brute_force_optimum(catalog, gpus, server, planes, swi
     assert sized.leaf_downlinks <= ratio * sized.leaf_uplinks
 
 
+@pytest.mark.parametrize("cabling", [None, {"leaf": "in-rack", "core": "in-row"}])
 @pytest.mark.parametrize("gpus,server,planes,switches,ratio,tiers", CASES)
-def test_sized_cost_and_counts_are_the_generated_designs(catalog, gpus, server, planes, switches, ratio, tiers):
-    sized = size_fat_tree(catalog, server, gpus, planes, switches, ratio, tiers)
-    topology, bom = _build(catalog, gpus, server, planes, sized)
+def test_sized_cost_and_counts_are_the_generated_designs(catalog, gpus, server, planes, switches, ratio, tiers,
+                                                         cabling):
+    sized = size_fat_tree(catalog, server, gpus, planes, switches, ratio, tiers, cabling)
+    topology, bom = _build(catalog, gpus, server, planes, sized, cabling)
     assert bom.total_usd == pytest.approx(sized.cost_usd, abs=0.005)  # to the cent
     by_tier = topology.switches_by_tier()
     assert by_tier["leaf"] == planes * sized.leaves and by_tier["spine"] == planes * sized.spines

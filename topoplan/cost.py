@@ -100,7 +100,7 @@ def _pair_counts(first: np.ndarray, second: np.ndarray) -> list[tuple[int, int, 
     return [(int(k // span), int(k % span), int(counts[k])) for k in np.flatnonzero(counts)]
 
 
-def _cage(node_kind: int, model_id: str, link_gbps: float, catalog: Catalog) -> tuple[float, float, str]:
+def cage_of(node_kind: int, model_id: str, link_gbps: float, catalog: Catalog) -> tuple[float, float, str]:
     """(logical ports one module serves, module capacity in Gb/s, form factor) of a device at a link speed."""
     if node_kind == KIND["switch"]:
         switch = catalog.switches[model_id]
@@ -110,12 +110,12 @@ def _cage(node_kind: int, model_id: str, link_gbps: float, catalog: Catalog) -> 
     return nic.ports / nic.cages, nic.cage_gbps, nic.form_factor
 
 
-def _cheapest(items):
+def cheapest(items):
     return min(items, key=lambda x: (x.price_usd, x.id)) if items else None
 
 
 def _transceiver(catalog: Catalog, gbps: float, form_factor: str, need_m: float, media: str):
-    return _cheapest([t for t in catalog.transceivers.values() if t.speed_gbps >= gbps and t.form_factor == form_factor
+    return cheapest([t for t in catalog.transceivers.values() if t.speed_gbps >= gbps and t.form_factor == form_factor
                       and t.reach_m >= need_m and t.media == media])
 
 
@@ -125,7 +125,7 @@ def choose_optics(catalog: Catalog, need_m: float, cages: list) -> tuple | None:
     for the whole link, so both ends and the fibre match: multimode when it reaches, else single-mode."""
     for media in ("multimode", "singlemode"):
         parts = [_transceiver(catalog, gbps, ff, need_m, media) for _p, gbps, ff in cages]
-        fibre = _cheapest([c for c in catalog.cables.values()
+        fibre = cheapest([c for c in catalog.cables.values()
                            if c.kind == "fiber" and c.media == media and c.reach_m >= need_m])
         if all(parts) and fibre:
             return fibre, parts
@@ -149,7 +149,7 @@ def _add_cabling(bom: Bom, topology: Topology, design: Design, catalog: Catalog)
             links = mask & (capacity == speed)
             count = int(links.sum())
             if reach == "in-rack":
-                cable = _cheapest([c for c in catalog.cables.values()
+                cable = cheapest([c for c in catalog.cables.values()
                                    if c.media == "copper" and c.speed_gbps >= speed and c.reach_m >= need_m])
                 if cable is None:
                     raise design.infeasible(f"fabric.cabling.{tier}", f"the catalog has no copper cable for "
@@ -158,7 +158,7 @@ def _add_cabling(bom: Bom, topology: Topology, design: Design, catalog: Catalog)
                 bom.lines.append(BomLine("cables", cable.id, tier, count, cable.price_usd, cable.power_w))
                 continue
             ends = np.concatenate([src[links], dst[links]])
-            cages = [(topology.models[model], n, _cage(kind, topology.models[model], float(speed), catalog))
+            cages = [(topology.models[model], n, cage_of(kind, topology.models[model], float(speed), catalog))
                      for kind, model, n in _pair_counts(topology.kind[ends], topology.model[ends])]
             chosen = choose_optics(catalog, need_m, [cage for _m, _n, cage in cages])
             if chosen is None:

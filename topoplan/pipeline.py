@@ -30,10 +30,17 @@ class Evaluation:
     collectives: list = field(default_factory=list)
 
 
-def evaluate(design: Design, catalog: Catalog, alpha_scale: float = 1.0) -> Evaluation:
-    """Every stage for one design. ``alpha_scale`` scales per-step latencies (0 for bandwidth only)."""
+def build(design: Design, catalog: Catalog) -> tuple[Topology, Bom]:
+    """The first stages: the topology and its bill of materials (cheap; no routing)."""
     topology = generate(design, catalog)
-    bom = bill_of_materials(topology, design, catalog)
+    return topology, bill_of_materials(topology, design, catalog)
+
+
+def evaluate(design: Design, catalog: Catalog, alpha_scale: float = 1.0,
+             built: tuple[Topology, Bom] | None = None) -> Evaluation:
+    """Every stage for one design. ``alpha_scale`` scales per-step latencies (0 for bandwidth only);
+    ``built`` reuses the result of ``build`` (the optimizer prunes on it before routing)."""
+    topology, bom = built or build(design, catalog)
     cut = bisection(topology)
     engine = "optimal" if design.routing.engine == "optimal" else "ecmp"
     try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..catalog import load_catalog
 from ..errors import TopoplanError
+from ..spec import REACH_CLASSES
 from .sizing import SizingError, size_cheapest
 from .space import Space, candidate_specs
 
@@ -36,7 +37,7 @@ def _init(catalog_files) -> None:
 
 def evaluate_candidate(item) -> Outcome:
     """One candidate through the pipeline; infeasible or invalid candidates come back with their reason."""
-    from ..pipeline import evaluate
+    from ..pipeline import build, evaluate
     from ..report import build_report
     from ..spec import design_from_data
 
@@ -45,11 +46,15 @@ def evaluate_candidate(item) -> Outcome:
         if sizing is not None:
             sized = size_cheapest(_CATALOG, spec["cluster"]["server"], spec["cluster"]["gpus"],
                                   spec["fabric"]["planes"], sizing["switches"], sizing["max_ratio"],
-                                  sizing["max_tiers"])
+                                  sizing["max_tiers"], sizing["cabling"])
             spec = {**spec, "fabric": {**spec["fabric"], "switch": sized.models, "tiers": sized.tiers,
                                        "leaf_uplinks": sized.leaf_uplinks}}
         design = design_from_data(spec, _CATALOG, name)
-        report = build_report(evaluate(design, _CATALOG))
+        built = build(design, _CATALOG)
+        missed = _violations(_structure(design, *built), constraints)
+        if missed:  # pruned: the constraints decide before the flow solver runs
+            return Outcome(name, spec, reason="constraint: " + missed[0])
+        report = build_report(evaluate(design, _CATALOG, built=built))
     except TopoplanError as err:
         return Outcome(name, spec, reason=err.problems[0].message)
     except SizingError as err:
@@ -71,9 +76,6 @@ def evaluate_candidate(item) -> Outcome:
                "bisection_per_gpu_gbps": report["bisection"]["per_gpu_gbps"],
                "diameter_hops": report["diameter_hops"],
                "busbw_GBps": {c["name"]: c["busbw_GBps"] for c in report["collectives"]}}
-    missed = _violations(figures, constraints)
-    if missed:
-        return Outcome(name, spec, reason="constraint: " + missed[0])
     return Outcome(name, spec, figures)
 
 
@@ -87,8 +89,24 @@ def switch_label(fabric: dict) -> str:
     return switch
 
 
+def _structure(design, topology, bom) -> dict:
+    """What the constraints look at, from the topology and its bill of materials (as the report rounds)."""
+    h = topology.hierarchy
+    used = [tier for tier in topology.links_by_tier() if tier in design.fabric.cabling]
+    return {"gpus": design.gpus, "cost_per_gpu_usd": round(bom.total_usd / design.gpus, 2),
+            "power_w": round(bom.power_w, 1), "tiers": int(h.get("tiers", 0)),
+            "diameter_hops": int(h.get("diameter_hops", 0)),
+            "reach": {tier: design.fabric.cabling[tier] for tier in used}}
+
+
 def _violations(f: dict, constraints: dict) -> list[str]:
     out = []
+    if "max_cable_reach" in constraints:
+        limit = REACH_CLASSES.index(constraints["max_cable_reach"])
+        beyond = [f"{tier} links need {reach}" for tier, reach in f["reach"].items()
+                  if REACH_CLASSES.index(reach) > limit]
+        if beyond:
+            out.append(f"cabling beyond {constraints['max_cable_reach']}: " + ", ".join(beyond))
     if "max_cost_per_gpu_usd" in constraints and f["cost_per_gpu_usd"] > constraints["max_cost_per_gpu_usd"]:
         out.append(f"cost per GPU above {constraints['max_cost_per_gpu_usd']:,.0f} USD")
     if "max_power_per_gpu_w" in constraints and f["power_w"] / f["gpus"] > constraints["max_power_per_gpu_w"]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from ..catalog import Catalog
-from ..cost import REACH_REQUIRED_M, _cage, choose_optics
+from ..cost import REACH_REQUIRED_M, cage_of, cheapest, choose_optics
 from ..generators.clos import TIER_NAMES, plan_clos, split_ports
 from ..spec import DEFAULT_CABLING
 from ..topology import KIND
@@ -68,15 +68,18 @@ def _link_speed(catalog: Catalog, nic, leaf_id: str) -> float:
     return min(nic.port_speed_gbps, port_speed)
 
 
-def _optics(catalog: Catalog, tier: str, ends: list, speed: float):
-    """(fibre cents, [(part cents, cage ports numerator, denominator), ...]) for one link tier whose two
-    ends are ``ends`` ((kind, model id) each); the same model at both ends shares its cages, as the bill
-    of materials counts them. None when the catalog has no optics for it."""
-    if DEFAULT_CABLING[tier] == "in-rack":
-        raise SizingError("sizing prices fibre links only; the default cabling of every tier is fibre")
-    need_m = REACH_REQUIRED_M[DEFAULT_CABLING[tier]]
+def _optics(catalog: Catalog, reach: str, ends: list, speed: float):
+    """(cable cents, [(part cents, cage ports numerator, denominator, ends per link), ...]) for one link
+    tier of ``reach`` whose two ends are ``ends`` ((kind, model id) each): a copper cable in the rack, else
+    a fibre and a transceiver per cage, the same model at both ends sharing its cages, as the bill of
+    materials counts them. None when the catalog has no parts for it."""
+    need_m = REACH_REQUIRED_M[reach]
+    if reach == "in-rack":
+        cable = cheapest([c for c in catalog.cables.values()
+                           if c.media == "copper" and c.speed_gbps >= speed and c.reach_m >= need_m])
+        return None if cable is None else (round(cable.price_usd * CENTS), [])
     distinct = list(dict.fromkeys(ends))
-    cages = [_cage(KIND[kind], model, speed, catalog) for kind, model in distinct]
+    cages = [cage_of(KIND[kind], model, speed, catalog) for kind, model in distinct]
     chosen = choose_optics(catalog, need_m, cages)
     if chosen is None:
         return None
@@ -94,7 +97,7 @@ def _optics(catalog: Catalog, tier: str, ends: list, speed: float):
     return round(fibre.price_usd * CENTS), out
 
 
-def _choices(catalog: Catalog, server_id: str, switches: list, tiers: int) -> list[_Choice]:
+def _choices(catalog: Catalog, server_id: str, switches: list, tiers: int, cabling: dict) -> list[_Choice]:
     server = catalog.servers[server_id]
     nic = catalog.nics[server.nic]
     out = []
@@ -104,7 +107,8 @@ def _choices(catalog: Catalog, server_id: str, switches: list, tiers: int) -> li
         radix = tuple(catalog.switches[m].radix_at(speed)[0] for m in models)
         ends = [[("nic", nic.id), ("switch", models[0])], [("switch", models[0]), ("switch", models[1])],
                 [("switch", models[1]), ("switch", models[2])]]
-        optics = [_optics(catalog, tier, tier_ends, speed) for tier, tier_ends in zip(TIER_NAMES[:tiers], ends)]
+        optics = [_optics(catalog, cabling[tier], tier_ends, speed)
+                  for tier, tier_ends in zip(TIER_NAMES[:tiers], ends)]
         if any(o is None for o in optics):
             continue
         prices = tuple(round(catalog.switches[m].price_usd * CENTS) for m in models)
@@ -129,13 +133,17 @@ def _modules_cents(links: int, optics) -> int:
     return links * fibre + sum(math.ceil(share * links * den / num) * part for part, num, den, share in ends)
 
 
+def _cabling(cabling: dict | None) -> dict:
+    return {**DEFAULT_CABLING, **(cabling or {})}
+
+
 def plan_cost(catalog: Catalog, server_id: str, gpus: int, planes: int, models: dict, tiers: int,
-              leaf_uplinks: int) -> tuple[float, object]:
+              leaf_uplinks: int, cabling: dict | None = None) -> tuple[float, object]:
     """(network cost in USD, the generator's plan) of one explicit choice, priced as the bill of
     materials prices it. Raises ``ValueError`` when the generator cannot build it."""
     endpoints, _nics, nic_cents = _endpoints(catalog, server_id, gpus, planes)
     wanted = tuple(models[t] for t in TIER_NAMES[:tiers])
-    matching = [c for c in _choices(catalog, server_id, list(dict.fromkeys(wanted)), tiers)
+    matching = [c for c in _choices(catalog, server_id, list(dict.fromkeys(wanted)), tiers, _cabling(cabling))
                 if c.models[:tiers] == wanted]
     if not matching:
         raise ValueError("the catalog has no optics for these models")
@@ -150,10 +158,10 @@ def plan_cost(catalog: Catalog, server_id: str, gpus: int, planes: int, models: 
 
 
 def size_fat_tree(catalog: Catalog, server_id: str, gpus: int, planes: int, switches: list, max_ratio: float,
-                  tiers: int) -> Sizing:
+                  tiers: int, cabling: dict | None = None) -> Sizing:
     """The cheapest fat-tree of ``tiers`` tiers (2 or 3) for these GPUs, by CP-SAT. Raises ``SizingError``."""
     endpoints, _nics, nic_cents = _endpoints(catalog, server_id, gpus, planes)
-    choices = _choices(catalog, server_id, list(dict.fromkeys(switches)), tiers)
+    choices = _choices(catalog, server_id, list(dict.fromkeys(switches)), tiers, _cabling(cabling))
     if not choices:
         raise SizingError("the catalog has no optics for any choice of these switches")
     model = cp_model.CpModel()
@@ -235,12 +243,12 @@ def size_fat_tree(catalog: Catalog, server_id: str, gpus: int, planes: int, swit
 
 
 def size_cheapest(catalog: Catalog, server_id: str, gpus: int, planes: int, switches: list, max_ratio: float,
-                  max_tiers: int = 3) -> Sizing:
+                  max_tiers: int = 3, cabling: dict | None = None) -> Sizing:
     """The cheapest of the two- and three-tier sizings that exist (up to ``max_tiers``)."""
     found, reasons = [], []
     for tiers in range(2, max_tiers + 1):
         try:
-            found.append(size_fat_tree(catalog, server_id, gpus, planes, switches, max_ratio, tiers))
+            found.append(size_fat_tree(catalog, server_id, gpus, planes, switches, max_ratio, tiers, cabling))
         except SizingError as err:
             reasons.append(str(err))
     if not found:

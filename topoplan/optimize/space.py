@@ -18,7 +18,7 @@ from .. import yamlio
 from ..catalog import Catalog
 from ..errors import SpecError, did_you_mean
 from ..schema import Bool, Context, Dict, Enum, Int, Key, List, Map, Num, Obj, Str, has_missing
-from ..spec import COLLECTIVE
+from ..spec import COLLECTIVE, DEFAULT_CABLING, REACH_CLASSES, TIER_NAMES
 
 SEARCHABLE = ("fat-tree", "rail-optimized", "rail-only", "railx")
 
@@ -49,7 +49,9 @@ SPACE_SCHEMA = Obj({
         "max_power_per_gpu_w": Key(Num(exclusive_minimum=0), False),
         "max_tiers": Key(Int(minimum=1, maximum=3), False),
         "max_diameter_hops": Key(Int(minimum=1), False),
+        "max_cable_reach": Key(Enum(REACH_CLASSES, doc="the longest reach class any link tier may need"), False),
     }), False),
+    "cabling": Key(Map(TIER_NAMES + ("ocs",), Enum(REACH_CLASSES)), False),
     "objective": Key(Obj({"weights": Key(Dict(Num(minimum=0)), False)}), False),
 }, doc="topoplan design space")
 
@@ -61,6 +63,7 @@ class Space:
     axes: dict          # gpus, servers, topologies, switches, oversubscription, planes
     scalable_unit: int | None
     railx: dict         # servers, ocs (empty without RailX candidates)
+    cabling: dict       # reach class per link tier, given to every candidate (empty: the spec's defaults)
     size_fat_tree: bool  # add a CP-SAT sized fat-tree candidate per GPU count, server, ratio and planes
     chips_per_server: dict
     parallelism: dict
@@ -101,6 +104,7 @@ def load_space(file: str, catalog: Catalog) -> Space:
     railx = checked["railx"] or {}
     servers = set(checked["servers"]) | set(railx.get("servers", []))
     return Space(checked["name"], checked["description"], axes, checked["scalable_unit"], railx,
+                 {k: v for k, v in (checked["cabling"] or {}).items() if v is not None},
                  bool((checked["sizing"] or {}).get("fat_tree")),
                  {s: catalog.servers[s].gpus for s in sorted(servers)},
                  checked["workload"]["parallelism"] or {}, data["workload"]["collectives"],
@@ -120,6 +124,19 @@ def _parallelism(space: Space, gpus: int) -> dict:
     return parallelism
 
 
+def _sizing_tiers(space: Space) -> int:
+    """The most tiers sizing may use: the constraint's, and no tier whose links need a longer reach than
+    ``max_cable_reach`` allows (link tier t joins switch tier t - 1 to t)."""
+    tiers = space.constraints.get("max_tiers", 3)
+    limit = space.constraints.get("max_cable_reach")
+    if limit is not None:
+        reach = {**DEFAULT_CABLING, **space.cabling}
+        for count, tier in enumerate(TIER_NAMES[1:], start=1):
+            if REACH_CLASSES.index(reach[tier]) > REACH_CLASSES.index(limit):
+                return min(tiers, count)
+    return tiers
+
+
 def squarest_grid(nodes: int) -> tuple[int, int]:
     """(columns, rows) with columns * rows = nodes and rows the largest divisor not above the root."""
     rows = max(d for d in range(1, math.isqrt(max(nodes, 1)) + 1) if nodes % d == 0) if nodes else 1
@@ -132,6 +149,8 @@ def candidate_specs(space: Space):
     axes = space.axes
 
     def spec(name, gpus, server, fabric, sizing=None):
+        if space.cabling:
+            fabric = {**fabric, "cabling": dict(space.cabling)}
         return name, {
             "name": name,
             "description": f"candidate of design space {space.name}",
@@ -154,7 +173,7 @@ def candidate_specs(space: Space):
             for server, ratio, planes in itertools.product(axes["servers"], axes["oversubscription"], axes["planes"]):
                 name = f"fat-tree-{server}-sized-{gpus}-o{ratio:g}-p{planes}".replace(".", "_")
                 sizing = {"switches": list(axes["switches"]), "max_ratio": ratio,
-                          "max_tiers": space.constraints.get("max_tiers", 3)}
+                          "max_tiers": _sizing_tiers(space), "cabling": dict(space.cabling)}
                 yield spec(name, gpus, server, {"topology": "fat-tree", "planes": planes}, sizing)
         if "railx" in axes["topologies"]:
             for server, ocs in itertools.product(space.railx["servers"], space.railx["ocs"]):
