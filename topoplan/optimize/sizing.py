@@ -56,7 +56,7 @@ class _Choice:
     link_gbps: float
     radix: tuple
     prices_cents: tuple     # per switch, by tier
-    tier_optics: tuple      # per link tier: (fibre cents, [(part cents, ports per cage num, den)] per end)
+    tier_optics: tuple      # per link tier: (cable cents, [(part cents, cage ports num, den, ends per link)])
 
 
 class SizingError(ValueError):
