@@ -275,24 +275,27 @@ def _add_whole_node_alltoall(loads: _Loads, fractions: dict, member: np.ndarray,
     local(corner_pairs, "local_p", np.ones_like(member))
     local(corner_pairs, "local_q", np.ones_like(member))
 
-    # row bundles (r, u, v): out of a = (u, r) towards column v, or out of Q = (u, r) into b = (v, r)
-    v = np.arange(C)
-    for name, by_column, member_end in (("row_a", "v", "u"), ("row_q", "u", "v")):
-        per_type = np.einsum("xrs,tsk->rxtk", col_count, summed[name], optimize=True)  # (R, C, n_row, c)
-        u_idx, v_idx = np.meshgrid(v, v, indexing="ij")
-        seen = v_idx if by_column == "v" else u_idx
-        end = u_idx if member_end == "u" else v_idx
-        gathered = per_type[:, seen, index.row_type_of[u_idx, v_idx], :]  # (R, C, C, c)
-        loads.row += (gathered * member.T[:, end][..., None]).ravel()
+    # row bundles (r, u, v): out of a = (u, r) towards column v, or out of Q = (u, r) into b = (v, r);
     # column bundles (x, r, s): out of a = (x, r) towards row s, or out of P = (x, r) into b = (x, s)
-    r = np.arange(R)
-    for name, by_row, member_end in (("col_a", "s", "r"), ("col_p", "r", "s")):
-        per_type = np.einsum("rxt,tsk->xrsk", row_count, summed[name], optimize=True)  # (C, R, n_col, c)
-        r_idx, s_idx = np.meshgrid(r, r, indexing="ij")
-        seen = s_idx if by_row == "s" else r_idx
-        end = r_idx if member_end == "r" else s_idx
-        gathered = per_type[:, seen, index.col_type_of[r_idx, s_idx], :]  # (C, R, R, c)
-        loads.col += (gathered * member[:, end][..., None]).ravel()
+    for name, towards_far_end in (("row_a", True), ("row_q", False)):
+        loads.row += _bundle_loads(col_count.transpose(1, 0, 2), summed[name], index.row_type_of, member.T,
+                                   towards_far_end)
+    for name, towards_far_end in (("col_a", True), ("col_p", False)):
+        loads.col += _bundle_loads(row_count.transpose(1, 0, 2), summed[name].transpose(1, 0, 2),
+                                   index.col_type_of, member, towards_far_end)
+
+
+def _bundle_loads(counts, fractions, type_of, member, towards_far_end: bool) -> np.ndarray:
+    """Loads of one dimension's circuit bundles (line, u, v, chip), flattened, for a whole-node group.
+
+    ``counts[line, position, t]``: member nodes of class t in the other dimension, seen from a position of
+    the line; ``fractions[t_line, t_other, chip]``: a block's summed fractions; ``member[line, position]``.
+    A bundle u -> v is the first circuit of pairs leaving a member at u (``towards_far_end``: counted from
+    v's side) or the last circuit of pairs arriving at a member at v (counted from u's side)."""
+    per_type = np.einsum("lpt,Ttk->lpTk", counts, fractions, optimize=True)  # (lines, n, line types, chips)
+    u, v = np.meshgrid(np.arange(type_of.shape[0]), np.arange(type_of.shape[0]), indexing="ij")
+    seen, end = (v, u) if towards_far_end else (u, v)
+    return (per_type[:, seen, type_of[u, v], :] * member[:, end][..., None]).ravel()
 
 
 def route(topology: Topology, demand: Demand) -> Routed:

@@ -129,13 +129,19 @@ def _add_pcie_trees(builder: TopologyBuilder, design: Design, server: Server, gp
         builder.add_links(devices, parent, rate[local], 0.0, "pcie", "host")
 
 
+def link_speed(nic, leaf) -> tuple[float, float]:
+    """(rate of the NIC-switch links, the leaf port speed they run on): the NIC port speed, unless the
+    leaf switch's ports are slower."""
+    _ports, port_speed = leaf.radix_at(nic.port_speed_gbps)
+    return min(nic.port_speed_gbps, port_speed), port_speed
+
+
 def resolve_link_speed(design: Design, catalog: Catalog, warnings: list) -> float:
-    """Rate of the NIC-switch links: the NIC port speed, unless the leaf switch's ports are slower."""
+    """``link_speed`` of the design's NIC and leaf, with a warning when either runs below its speed."""
     server = catalog.servers[design.cluster.server]
     nic = catalog.nics[server.nic]
     leaf = catalog.switches[design.fabric.switch["leaf"]]
-    _ports, port_speed = leaf.radix_at(nic.port_speed_gbps)
-    link = min(nic.port_speed_gbps, port_speed)
+    link, port_speed = link_speed(nic, leaf)
     if link < nic.port_speed_gbps:
         warnings.append(f"{nic.id} ports ({nic.port_speed_gbps:g} Gb/s) run at {link:g} Gb/s, the fastest "
                         f"port speed of {leaf.id}")

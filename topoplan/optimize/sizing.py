@@ -29,6 +29,7 @@ from ortools.sat.python import cp_model
 from ..catalog import Catalog
 from ..cost import REACH_REQUIRED_M, cage_of, cheapest, choose_optics
 from ..generators.clos import TIER_NAMES, plan_clos, split_ports
+from ..generators.hosts import link_speed
 from ..spec import DEFAULT_CABLING
 from ..topology import KIND
 
@@ -61,11 +62,6 @@ class _Choice:
 
 class SizingError(ValueError):
     """No plan meets the constraints (the reason is the message)."""
-
-
-def _link_speed(catalog: Catalog, nic, leaf_id: str) -> float:
-    _ports, port_speed = catalog.switches[leaf_id].radix_at(nic.port_speed_gbps)
-    return min(nic.port_speed_gbps, port_speed)
 
 
 def _optics(catalog: Catalog, reach: str, ends: list, speed: float):
@@ -103,7 +99,7 @@ def _choices(catalog: Catalog, server_id: str, switches: list, tiers: int, cabli
     out = []
     for models in itertools.product(switches, repeat=tiers):
         models = tuple(models) + (models[-1],) * (3 - tiers)  # unused tiers take the top model (not built)
-        speed = _link_speed(catalog, nic, models[0])
+        speed, _port_speed = link_speed(nic, catalog.switches[models[0]])
         radix = tuple(catalog.switches[m].radix_at(speed)[0] for m in models)
         ends = [[("nic", nic.id), ("switch", models[0])], [("switch", models[0]), ("switch", models[1])],
                 [("switch", models[1]), ("switch", models[2])]]
