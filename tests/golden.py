@@ -1,6 +1,6 @@
 """Golden files: run ``python tests/golden.py`` from the repository root to regenerate
-``tests/bad_specs/*.expected``, ``tests/bad_catalogs/*.expected`` and ``tests/golden/*.md``, then review
-the diff."""
+``tests/bad_specs/*.expected``, ``tests/bad_catalogs/*.expected``, ``tests/golden/*.md`` and the JSON report
+of every shipped design (``tests/golden/reports/*.json``), then review the diff."""
 
 from __future__ import annotations
 
@@ -15,6 +15,24 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 VALID_SPEC = "designs/fat-tree-1k.yaml"
 GOLDEN_COMPARE = TESTS / "golden" / "compare-fat-tree-1k-superpod.md"
+GOLDEN_REPORTS = TESTS / "golden" / "reports"
+
+
+def shipped_designs():
+    return sorted((ROOT / "designs").glob("*.yaml"))
+
+
+def report_golden(design: Path) -> Path:
+    return GOLDEN_REPORTS / (design.stem + ".json")
+
+
+def report_json(design: Path) -> str:
+    """The design's JSON report, as ``topoplan report --format json`` prints it."""
+    result = CliRunner().invoke(main, ["report", str(design.relative_to(ROOT)), "--format", "json"],
+                                catch_exceptions=False)
+    if result.exit_code != 0:
+        raise RuntimeError(f"{design.name}: exit {result.exit_code}:\n{result.stderr}")
+    return result.stdout
 
 
 def compare_golden_args():
@@ -52,3 +70,7 @@ if __name__ == "__main__":
     result = CliRunner().invoke(main, compare_golden_args(), catch_exceptions=False)
     GOLDEN_COMPARE.write_text(result.output)
     print(f"{GOLDEN_COMPARE.name}: {len(result.output.splitlines())} line(s)")
+    GOLDEN_REPORTS.mkdir(exist_ok=True)
+    for design in shipped_designs():
+        report_golden(design).write_text(report_json(design))
+        print(f"{report_golden(design).name}: report")
