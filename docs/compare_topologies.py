@@ -46,13 +46,13 @@ def measure(name: str, spec: dict, catalog) -> dict:
     bom = bill_of_materials(topology, design, catalog)
     cut = bisection(topology)
     counts = topology.switches_by_tier()
-    injection = topology.hierarchy["injection_gbps_per_gpu"]
+    injection = topology.layout.injection_gbps_per_gpu
     per_gpu = bom.total_usd / design.gpus
     return {"name": name, "gpus": design.gpus, "tiers": counts, "cost_per_gpu": per_gpu,
             "injection": injection, "usd_per_injection_gbps": per_gpu / injection,
             "bisection_per_gpu": cut.gbps / (design.gpus / 2), "bisection_method": cut.method,
             "usd_per_bisection_gbps": per_gpu / (cut.gbps / (design.gpus / 2)),
-            "diameter": topology.hierarchy["diameter_hops"]}
+            "diameter": topology.layout.diameter_hops}
 
 
 def main() -> None:

@@ -87,15 +87,15 @@ def test_generated_counts_follow_plan(make_design, catalog, gpus, tiers):
     design = make_design(cluster={"gpus": gpus}, fabric={"tiers": tiers})
     topology = generate(design, catalog)
     assert topology.check() == []
-    plan = topology.hierarchy["plan"]
+    plan = topology.layout.tree.plan
     counts = _switch_counts(topology)
-    assert counts.get("leaf") == plan["leaves"]
-    assert counts.get("spine", 0) == plan["spines"]
-    assert counts.get("core", 0) == plan["cores"]
+    assert counts.get("leaf") == plan.leaves
+    assert counts.get("spine", 0) == plan.spines
+    assert counts.get("core", 0) == plan.cores
     links = topology.links_by_tier()
     assert links["leaf"] == gpus  # one 400G NIC per GPU on DGX H100
-    for tier in ("spine", "core")[: plan["tiers"] - 1]:
-        assert links[tier] == plan["leaves"] * plan["up"][0] if tier == "spine" else plan["spines"] * plan["up"][1]
+    for tier in ("spine", "core")[: plan.tiers - 1]:
+        assert links[tier] == plan.leaves * plan.up[0] if tier == "spine" else plan.spines * plan.up[1]
     # no switch uses more logical ports than it has
     degree = np.bincount(topology.src, minlength=topology.num_nodes)
     switches = topology.kind == KIND["switch"]
@@ -128,7 +128,7 @@ def test_diameter_matches_networkx(make_design, catalog, gpus, tiers, expected):
     design = make_design(cluster={"server": "generic-1gpu", "gpus": gpus},
                          fabric={"tiers": tiers, "switch": "generic-48x400g" if gpus <= 16 else "nvidia-qm9700"})
     topology = generate(design, catalog)
-    assert topology.hierarchy["diameter_hops"] == expected
+    assert topology.layout.diameter_hops == expected
     graph = _gpu_graph(topology)
     gpus_ids = topology.gpus
     # eccentricity of a few GPUs over weighted (network-link) hops; the fabric is symmetric per leaf
@@ -160,43 +160,43 @@ def test_bisection_matches_max_flow_between_halves(make_design, catalog, ratio, 
     for g in gpus[half:]:
         graph.add_edge(int(g), "t", capacity=1e12)
     flow = nx.maximum_flow_value(graph, "s", "t")
-    assert flow == pytest.approx(topology.hierarchy["bisection_gbps"], rel=1e-9)
-    assert topology.hierarchy["bisection_gbps"] == pytest.approx(gpus.size * 400 / 2 / ratio, rel=0.05)
+    assert flow == pytest.approx(topology.layout.bisection_gbps, rel=1e-9)
+    assert topology.layout.bisection_gbps == pytest.approx(gpus.size * 400 / 2 / ratio, rel=0.05)
 
 
 def test_two_tier_64_port_tops_out_at_2048(make_design, catalog):
-    assert generate(make_design(cluster={"gpus": 2048}, fabric={"tiers": 2}), catalog).hierarchy["tiers"] == 2
+    assert generate(make_design(cluster={"gpus": 2048}, fabric={"tiers": 2}), catalog).layout.tiers == 2
     with pytest.raises(InfeasibleDesign) as err:
         generate(make_design(cluster={"gpus": 2056}, fabric={"tiers": 2}), catalog)
     assert "tops out at 2,048" in err.value.reason
 
 
 def test_fewest_tiers_that_fit(make_design, catalog):
-    assert generate(make_design(cluster={"gpus": 64}), catalog).hierarchy["tiers"] == 1
-    assert generate(make_design(cluster={"gpus": 2048}), catalog).hierarchy["tiers"] == 2
-    assert generate(make_design(cluster={"gpus": 2056}), catalog).hierarchy["tiers"] == 3
+    assert generate(make_design(cluster={"gpus": 64}), catalog).layout.tiers == 1
+    assert generate(make_design(cluster={"gpus": 2048}), catalog).layout.tiers == 2
+    assert generate(make_design(cluster={"gpus": 2056}), catalog).layout.tiers == 3
 
 
 def test_breakout_doubles_the_radix(make_design, catalog):
     """A 64x800G Tomahawk-5 box runs 128x400G ports for 400G NICs: two tiers reach 8,192 GPUs."""
     design = make_design(cluster={"gpus": 8192}, fabric={"switch": "broadcom-th5-64x800g"})
     topology = generate(design, catalog)
-    assert topology.hierarchy["tiers"] == 2
-    assert topology.hierarchy["plan"]["radix"][0] == 128
+    assert topology.layout.tiers == 2
+    assert topology.layout.tree.plan.radix[0] == 128
 
 
 def test_planes_build_independent_fabrics(make_design, catalog):
     design = make_design(cluster={"server": "hgx-b300", "gpus": 2048}, fabric={"planes": 2})
     topology = generate(design, catalog)
-    plan = topology.hierarchy["plan"]
-    assert plan["endpoints"] == 2048 and plan["tiers"] == 2
+    plan = topology.layout.tree.plan
+    assert plan.endpoints == 2048 and plan.tiers == 2
     switches = topology.kind == KIND["switch"]
-    assert np.bincount(topology.plane[switches]).tolist() == [plan["leaves"] + plan["spines"]] * 2
+    assert np.bincount(topology.plane[switches]).tolist() == [plan.leaves + plan.spines] * 2
     # no link joins two planes
     network = topology.link_tier != LINK_TIER["host"]
     both = (topology.kind[topology.src] == KIND["switch"]) & (topology.kind[topology.dst] == KIND["switch"]) & network
     assert (topology.plane[topology.src[both]] == topology.plane[topology.dst[both]]).all()
-    assert topology.hierarchy["injection_gbps_per_gpu"] == 800
+    assert topology.layout.injection_gbps_per_gpu == 800
 
 
 def test_to_networkx_matches_arrays(make_design, catalog):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import networkx as nx
@@ -167,10 +168,10 @@ def test_oversubscribed_leaf_cross_leaf_permutation(make_design, catalog):
     across leaves, so each uplink carries 32/8 = 4x what each NIC link carries."""
     design, topology = fabric(make_design, catalog, cluster={"server": "generic-1gpu", "gpus": 320},
                               fabric={"switch": "nvidia-qm8700", "oversubscription": 4})
-    plan = topology.hierarchy["plan"]
-    assert (plan["down"][0], plan["up"][0]) == (32, 8)
+    plan = topology.layout.tree.plan
+    assert (plan.down[0], plan.up[0]) == (32, 8)
     gpus = topology.gpus
-    shift = plan["down"][0]  # send to the same position on the next leaf
+    shift = plan.down[0]  # send to the same position on the next leaf
     demand = Demand(gpus, np.roll(gpus, -shift), 1e9)
     classes = arc_classes(topology)
     for engine in ("ecmp", "optimal"):
@@ -386,7 +387,7 @@ def test_structural_bisection_matches_analytic_on_clos(make_design, catalog):
     _, topology = fabric(make_design, catalog, cluster={"server": "generic-1gpu", "gpus": 2048},
                          fabric={"tiers": 3})
     analytic = bisection(topology)
-    topology.hierarchy = {k: v for k, v in topology.hierarchy.items() if not k.startswith("bisection")}
+    topology.layout = dataclasses.replace(topology.layout, bisection_gbps=None, bisection_method="")
     found = bisection(topology)
     assert "upper bound" in found.method
     assert found.gbps == pytest.approx(analytic.gbps, rel=1e-9)

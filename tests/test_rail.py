@@ -85,7 +85,7 @@ def test_rail_only_has_no_path_across_rails_but_pxn(make_design, catalog):
     cross = Demand(gpus[:8], gpus[8 * 17 + 1: 8 * 18 + 1], 1.0)  # GPU i of server 0 -> GPU i+1 of server 17
     assert ecmp.route(topology, cross).unreachable_pairs == 8
     assert ecmp.route(topology, apply_pxn(topology, cross)).unreachable_pairs == 0
-    assert topology.hierarchy["diameter_hops"] == 4
+    assert topology.layout.diameter_hops == 4
 
 
 @pytest.mark.parametrize("topology_name", ["rail-only", "rail-optimized"])
@@ -179,7 +179,7 @@ def test_rows_and_columns_are_full_meshes(make_design, catalog, columns, rows):
     for x in range(columns):
         column = [y * columns + x for y in range(rows)]
         assert all(graph.has_edge(a, b) for a, b in itertools.combinations(column, 2))
-    assert nx.diameter(graph) == topology.hierarchy["diameter_hops"] == 2
+    assert nx.diameter(graph) == topology.layout.diameter_hops == 2
     # no circuit joins nodes outside one row or column
     assert all((a // columns == b // columns) or (a % columns == b % columns) for a, b in graph.edges)
 
@@ -188,16 +188,16 @@ def test_rows_and_columns_are_full_meshes(make_design, catalog, columns, rows):
 def test_naive_ring_assignment_diameter_grows(make_design, catalog, n):
     _, walecki = _railx(make_design, catalog, n, 1, chips_gpus=8)
     _, naive = _railx(make_design, catalog, n, 1, chips_gpus=8, ring_assignment="naive")
-    assert walecki.hierarchy["diameter_hops"] == 1
-    assert naive.hierarchy["diameter_hops"] == nx.diameter(_node_graph(naive)) == n // 2
+    assert walecki.layout.diameter_hops == 1
+    assert naive.layout.diameter_hops == nx.diameter(_node_graph(naive)) == n // 2
 
 
 def test_too_few_rails_give_a_partial_mesh(make_design, catalog):
     _, topology = _railx(make_design, catalog, 15, 1, row_rails=3, column_rails=0)
     graph = _node_graph(topology)
     assert graph.number_of_edges() == 3 * 15  # three Hamiltonian cycles of K_15
-    assert topology.hierarchy["diameter_hops"] == nx.diameter(graph) > 1
-    assert any("partial" in w for w in topology.hierarchy["warnings"])
+    assert topology.layout.diameter_hops == nx.diameter(graph) > 1
+    assert any("partial" in w for w in topology.layout.warnings)
 
 
 def test_ocs_count_and_bom(make_design, catalog):
@@ -205,8 +205,8 @@ def test_ocs_count_and_bom(make_design, catalog):
     per_row_links = sum(len(r) for r in ring_decomposition(9)) * (72 // 4)  # 72 row rails over 4 rings
     ports = catalog.ocs["calient-s320"].ports
     expected_per_row = math.ceil(2 * per_row_links / ports)
-    assert topology.hierarchy["ocs_per_row"] == expected_per_row
-    assert topology.switches_by_tier()["ocs"] == 9 * expected_per_row + 9 * topology.hierarchy["ocs_per_column"]
+    assert topology.layout.grid.ocs_per_row == expected_per_row
+    assert topology.switches_by_tier()["ocs"] == 9 * expected_per_row + 9 * topology.layout.grid.ocs_per_column
 
 
 def _circuits_first(topology):
@@ -271,5 +271,5 @@ def test_railx_100k_design(in_root, catalog):
     design = load_design("designs/railx-100k.yaml", catalog)
     topology = generate(design, catalog)
     assert design.gpus >= 100_000
-    assert 2 <= topology.hierarchy["diameter_hops"] <= 4
+    assert 2 <= topology.layout.diameter_hops <= 4
     assert topology.switches_by_tier()["ocs"] > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from topoplan.layout import Layout
 from topoplan.topology import KIND, LINK_TIER, MEDIUM, TopologyBuilder
 
 
@@ -14,7 +15,7 @@ def _tiny():
     switch = builder.add_nodes("switch", 1, "leaf", tier=0, model="nvidia-qm9700")
     builder.add_links(gpus, switch[0], 400.0, 10.0, "optical", "leaf")
     builder.add_links(gpus[0], gpus[1], 3600.0, 0.0, "nvlink", "host")
-    return builder.build({"family": "test"})
+    return builder.build(Layout(family="test"))
 
 
 def test_arcs_pair_up_with_reverse():

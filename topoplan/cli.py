@@ -138,7 +138,7 @@ def validate(specs, catalog_files):
             continue
         d = evaluation.design
         click.echo(f"ok: {spec}: {d.name}, {d.fabric.topology}, {d.gpus:,} GPUs, "
-                   f"{evaluation.topology.hierarchy.get('tiers', '?')} tier(s)")
+                   f"{evaluation.topology.layout.tiers} tier(s)")
     if problems:
         raise SpecError(problems)
 

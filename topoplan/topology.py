@@ -9,8 +9,8 @@ At 100k GPUs a fabric has ~10^5-10^6 nodes and links, so there are no Python obj
 * links are directed arcs: ``src``, ``dst``, ``capacity_gbps``, ``latency_ns``, ``medium`` (index into
   ``MEDIA``) and ``link_tier`` (index into ``LINK_TIERS``). A full-duplex link is the arc pair
   ``(2i, 2i+1)``, so the reverse of arc ``a`` is ``a ^ 1``.
-* ``hierarchy`` is metadata a generator attaches (family, tier sizes, how groups nest, closed-form
-  figures) that lets the flow engines and reports use closed forms on tree-structured fabrics.
+* ``layout`` is the typed ``Layout`` a generator attaches (``layout.py``: family, tiers, planes, which node
+  kinds relay, and the tree or grid structure) that lets the flow engines and reports use closed forms.
 
 ``to_networkx()`` gives a ``networkx.MultiDiGraph`` for interop (GraphML/GEXF), small-scale algorithms
 and test oracles; it is not the hot path.
@@ -22,6 +22,8 @@ import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .layout import Layout
 
 NODE_KINDS = ("gpu", "nic", "switch", "ocs", "cpu", "pcie_switch", "nvswitch")
 MEDIA = ("nvlink", "pcie", "copper", "optical", "circuit")
@@ -55,7 +57,7 @@ class Topology:
     medium: np.ndarray
     link_tier: np.ndarray
     models: tuple = ()
-    hierarchy: dict = field(default_factory=dict)
+    layout: Layout = field(default_factory=Layout)
     blocks: tuple = ()  # (first node, count, label) per block of nodes added together
 
     @property
@@ -158,7 +160,7 @@ class Topology:
         links = {"src": self.src[0::2].tolist(), "dst": self.dst[0::2].tolist(),
                  "capacity_gbps": self.capacity_gbps[0::2].tolist(), "latency_ns": self.latency_ns[0::2].tolist(),
                  "medium": [MEDIA[x] for x in self.medium[0::2]], "tier": [LINK_TIERS[x] for x in self.link_tier[0::2]]}
-        return {"name": self.name, "format": "topoplan-topology-1", "hierarchy": self.hierarchy,
+        return {"name": self.name, "format": "topoplan-topology-1", "layout": self.layout.to_json(),
                 "blocks": [list(b) for b in self.blocks], "nodes": nodes, "links": links}
 
 
@@ -206,7 +208,7 @@ class TopologyBuilder:
         self._link_blocks.append((a.ravel(), b.ravel(), capacity.ravel(), latency.ravel(),
                                   MEDIUM[medium], LINK_TIER[tier]))
 
-    def build(self, hierarchy: dict | None = None) -> Topology:
+    def build(self, layout: Layout | None = None) -> Topology:
         nodes = {key: np.concatenate([blk[key] for blk in self._node_blocks]) if self._node_blocks
                  else np.zeros(0, np.int32) for key in ("kind", "tier", "model") + GROUPS}
         total = sum(blk[0].size for blk in self._link_blocks)
@@ -228,4 +230,4 @@ class TopologyBuilder:
             at = end
         return Topology(name=self.name, src=src, dst=dst, capacity_gbps=capacity, latency_ns=latency,
                         medium=medium, link_tier=link_tier, models=tuple(self.models),
-                        hierarchy=dict(hierarchy or {}), blocks=tuple(self._blocks), **nodes)
+                        layout=layout or Layout(), blocks=tuple(self._blocks), **nodes)

@@ -1,6 +1,6 @@
 """Bisection bandwidth: the least capacity crossing a cut that splits the GPUs in two equal halves.
 
-* Where the generator knows it (folded Clos), the analytic value from the topology's hierarchy.
+* Where the generator knows it (folded Clos), the analytic value from the topology's layout.
 * Otherwise the smallest cut found over structural cuts (halves by each group id: pod, row, column,
   rail, server, plane) and, on direct-connect fabrics (every link joins two GPUs), a Kernighan-Lin
   partition of the server graph (networkx), refined from the best structural cut and from a seeded
@@ -100,9 +100,9 @@ def _partition_cuts(topology: Topology, starts: list) -> list | str:
 
 
 def bisection(topology: Topology) -> Bisection:
-    h = topology.hierarchy
-    if "bisection_gbps" in h:
-        return Bisection(float(h["bisection_gbps"]), h.get("bisection_method", "analytic"))
+    layout = topology.layout
+    if layout.bisection_gbps is not None:
+        return Bisection(float(layout.bisection_gbps), layout.bisection_method or "analytic")
     best, how, best_side = None, "", None
     for group, side in _structural_cuts(topology):
         value = min(cut_capacity(topology, side), cut_capacity(topology, ~side))

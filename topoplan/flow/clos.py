@@ -50,9 +50,9 @@ class ClosIndex:
 
 def _index(topology: Topology) -> ClosIndex | str:
     """The index, or the reason the closed form does not apply."""
-    h = topology.hierarchy
-    if h.get("family") != "clos":
-        return f"fabric family '{h.get('family')}' is not a folded Clos"
+    layout = topology.layout
+    if layout.tree is None:
+        return f"fabric family '{layout.family}' is not a folded Clos"
     kind, tier = topology.kind, topology.tier
     src, dst = topology.src, topology.dst
     ks, kd = kind[src], kind[dst]
@@ -73,7 +73,7 @@ def _index(topology: Topology) -> ClosIndex | str:
     if (category < 0).any():
         return "the topology has links outside the GPU-NIC-leaf-spine-core tree"
 
-    planes = int(h.get("planes", 1))
+    planes = layout.planes
     pcie = np.flatnonzero(category == PCIE_UP)
     nic_of_gpu = np.full(n, -1, dtype=np.int64)
     nic_of_gpu[src[pcie]] = dst[pcie]

@@ -6,7 +6,7 @@ a shortest path to it (per next-hop link, as a switch's ECMP group does; paralle
 hops). GPUs are endpoints and never relay other GPUs' traffic; where a collective library forwards
 through a peer GPU (NCCL's PXN), the traffic model says so explicitly (``traffic.apply_pxn``).
 
-Direct-connect fabrics (RailX, ``hierarchy.chips_relay``), whose chips do relay, count hops by level: a
+Direct-connect fabrics (RailX, ``Layout.gpus_relay``), whose chips do relay, count hops by level: a
 path is shorter if it crosses fewer links between nodes, and links inside a node only break ties. Their
 routing tables are computed on the node graph; counting a hop inside a node like a circuit between
 nodes would send traffic on two-circuit detours to save one local hop. In the arrays this is an arc
@@ -47,16 +47,14 @@ class Routed:
 def relays(topology: Topology) -> np.ndarray:
     """Nodes that forward traffic for others: everything but GPUs, except in direct-connect fabrics
     (RailX) whose chips forward by design."""
-    if topology.hierarchy.get("chips_relay"):
-        return np.ones(topology.num_nodes, dtype=bool)
-    return topology.kind != KIND["gpu"]
+    return np.isin(topology.kind, [KIND[kind] for kind in topology.layout.relay_kinds])
 
 
 def arc_weights(topology: Topology) -> np.ndarray:
     """Length of each arc in the shortest-path sense: 1, except that in direct-connect fabrics an arc
     between two nodes (servers) weighs ``num_nodes``, so that fewer inter-node hops always win."""
     weight = np.ones(topology.num_arcs, dtype=np.int64)
-    if topology.hierarchy.get("chips_relay"):
+    if topology.layout.gpus_relay:
         weight[topology.server[topology.src] != topology.server[topology.dst]] = topology.num_nodes
     return weight
 

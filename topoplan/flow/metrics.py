@@ -143,7 +143,7 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, alpha: np.ndarray, e
                   seeds: int = 8, qps: int = 1, arc_mask: np.ndarray | None = None) -> CollectiveResult:
     classes = arc_classes(topology)
     actual = engine_for(topology, engine, arc_mask)
-    pxn = bool(topology.hierarchy.get("pxn"))
+    pxn = topology.layout.pxn
     demands = [apply_pxn(topology, phase.demand) if pxn else phase.demand for phase in plan.phases]
     if actual != "ecmp-hash":
         phases = []

@@ -72,11 +72,10 @@ def _types(mult: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _index(topology: Topology) -> RailxIndex | str:
-    h = topology.hierarchy
-    if h.get("family") != "railx":
-        return f"fabric family '{h.get('family')}' is not RailX"
-    columns, rows = h["grid"]
-    chips = int(h["chips_per_node"])
+    grid = topology.layout.grid
+    if grid is None:
+        return f"fabric family '{topology.layout.family}' is not RailX"
+    columns, rows, chips = grid.columns, grid.rows, grid.chips_per_node
     gpus = topology.gpus
     node = np.full(topology.num_nodes, -1, dtype=np.int64)
     chip = np.full(topology.num_nodes, -1, dtype=np.int64)

@@ -281,26 +281,12 @@ def _pxn_whole_servers(topology: Topology, members: np.ndarray, size: float, nvl
                   a2a_bytes=k * size if m > 1 else 0.0)
 
 
-def line_rings(n: int, rails: int, assignment: str) -> list[np.ndarray]:
-    """Node orders (positions along a RailX row or column of ``n`` nodes) of the distinct rings its rails
-    follow; a perfect matching is not a ring and is left out."""
-    from ..generators.railx import is_matching, ring_decomposition
-
-    if n <= 1 or rails == 0:
-        return []
-    if assignment == "naive" or n == 2:
-        return [np.arange(n)]
-    rings = ring_decomposition(n)
-    used = sorted({k % len(rings) for k in range(rails)})
-    return [np.asarray(rings[i]) for i in used if not is_matching(n, i)]
-
-
 def _grid_allreduce(topology: Topology, design: Design, collective: Collective, members: np.ndarray,
                     S: float) -> list[Phase]:
     """AllReduce on a RailX grid along its rails: inside each node as ``hierarchical``, then for each local
     index a 2D allreduce over the C x R grid of nodes, every ring of a row (column) carrying 1/K of it."""
-    h = topology.hierarchy
-    columns, rows = h["grid"]
+    layout = topology.layout.grid
+    columns, rows = layout.columns, layout.rows
     nodes = columns * rows
     groups, p = members.shape
     node = topology.row[members].astype(np.int64) * columns + topology.col[members]
@@ -320,8 +306,8 @@ def _grid_allreduce(topology: Topology, design: Design, collective: Collective, 
         phases.append(Phase("intra-node reduce-scatter", intra, g - 1))
     grid = blocks.transpose(0, 2, 1).reshape(groups * g, rows, columns)  # per local index: [row, column]
     share = S / g
-    row_rings = line_rings(columns, h["row_rails"], h["ring_assignment"])
-    col_rings = line_rings(rows, h["column_rails"], h["ring_assignment"])
+    row_rings = [np.asarray(ring) for ring in layout.row_rings]
+    col_rings = [np.asarray(ring) for ring in layout.column_rings]
     for n, rings, what in ((columns, row_rings, "row"), (rows, col_rings, "column")):
         if n > 1 and not rings:
             raise design.infeasible("fabric.railx", f"the grid algorithm needs {what} rails, and there are none",

@@ -23,17 +23,17 @@ hosts ``2*(R/2)**t``; switches ``(2t-1)*(R/2)**(t-1)`` (k-ary fat-tree, t = 3: `
 
 Node naming: ``gpu{i}``, ``nic{i}``, ``nvlink{s}`` (per server), ``p{plane}.leaf{i}``, ``p{plane}.spine{i}``,
 ``p{plane}.core{i}``. Groups: ``server`` and ``rail`` on hosts, ``plane`` and ``pod`` on switches.
-``hierarchy`` records the per-plane sizes, the analytic bisection and the diameter in network hops.
+The ``Layout`` records the plan of a plane (``tree``), the analytic bisection and the diameter in network hops.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ..catalog import Catalog
+from ..layout import ClosPlan, Layout, TreeLayout
 from ..spec import Design
 from ..topology import TopologyBuilder, Topology
 from .hosts import MAX_ARCS, add_hosts, cable_latency_ns, check_nic_planes, medium_for, resolve_link_speed
@@ -62,31 +62,6 @@ def smallest_divisor_at_least(n: int, low: float) -> int:
         if n % d == 0:
             return d
     return n
-
-
-@dataclass(frozen=True)
-class ClosPlan:
-    """Sizes of one plane. Counts are per plane; ``max_endpoints`` is the plane's limit at these tiers."""
-
-    tiers: int
-    endpoints: int
-    radix: tuple          # logical ports per tier (leaf, spine, core) at the link speed
-    down: tuple           # ports down per tier
-    up: tuple             # ports up per tier (0 at the top)
-    leaves: int
-    leaves_per_pod: int
-    pods: int
-    spines: int
-    spines_per_pod: int   # 3 tiers; for 2 tiers all spines are shared
-    leaf_spine_links: int  # parallel links between a leaf and each spine it reaches
-    cores: int
-    cores_per_group: int
-    spine_core_links: int
-    max_endpoints: int
-
-    @property
-    def switches(self) -> int:
-        return self.leaves + self.spines + self.cores
 
 
 def max_endpoints(tiers: int, radix: tuple, down: tuple) -> int:
@@ -191,17 +166,22 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     for plane in range(planes):
         add_tree(builder, plan, plane, hosts.endpoints, endpoint_leaf, leaf_pod, models, link_gbps, cabling)
 
-    return builder.build(tree_hierarchy(
-        plan, planes, hosts, models, warnings, bisection_gbps=planes * clos_bisection_gbps(plan, link_gbps),
+    return builder.build(tree_layout(
+        plan, planes, hosts, models, warnings, TreeLayout(plan, models_present(models, plan)), bisection_gbps=planes * clos_bisection_gbps(plan, link_gbps),
         bisection_method="analytic: folded Clos, least of the host, leaf-uplink and spine-uplink halves",
         diameter_hops=clos_diameter_hops(plan, design.cluster.servers)))
 
 
-def tree_hierarchy(plan: ClosPlan, planes: int, hosts, models: dict, warnings: list, **figures) -> dict:
-    """The hierarchy metadata every tree-structured family attaches (family ``clos`` for the flow engine)."""
-    return {"family": "clos", "planes": planes, "link_gbps": hosts.link_gbps, "tiers": plan.tiers,
-            "plan": asdict(plan), "switch_models": [models[t] for t in TIER_NAMES[:plan.tiers]],
-            "injection_gbps_per_gpu": hosts.injection_gbps_per_gpu, "warnings": warnings, **figures}
+def models_present(models: dict, plan: ClosPlan) -> tuple:
+    return tuple(models[t] for t in TIER_NAMES[:plan.tiers])
+
+
+def tree_layout(plan: ClosPlan, planes: int, hosts, models: dict, warnings: list, tree: TreeLayout,
+                **figures) -> Layout:
+    """The layout every tree-structured family attaches (family ``clos`` for the flow engine)."""
+    return Layout(family="clos", tiers=plan.tiers, planes=planes, gpus_per_server=hosts.server.gpus,
+                  link_gbps=hosts.link_gbps, injection_gbps_per_gpu=hosts.injection_gbps_per_gpu,
+                  warnings=tuple(warnings), tree=tree, **figures)
 
 
 def _check_size(design: Design, plan: ClosPlan, server, planes: int) -> None:

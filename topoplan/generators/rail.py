@@ -21,7 +21,7 @@ Leaves ``L = SUs * rails`` per plane, each with ``d1`` ports down and ``u1`` up 
   is a two-tier Clos of its own.
 
 Cross-rail traffic between servers follows NCCL's PXN: it first moves over NVLink to the GPU on the
-destination's rail (``hierarchy['pxn']``); GPUs do not otherwise relay. Node names and groups as in
+destination's rail (``Layout.pxn``); GPUs do not otherwise relay. Node names and groups as in
 ``clos.py``, with ``rail`` and ``pod`` set on leaves (``pod`` = SU chunk, or the rail for per-rail pods).
 """
 
@@ -34,8 +34,9 @@ import numpy as np
 from ..catalog import Catalog
 from ..spec import Design
 from ..topology import Topology, TopologyBuilder
+from ..layout import TreeLayout
 from .clos import (TIER_NAMES, ClosPlan, add_tree, check_ratios_apply, leaf_split, smallest_divisor_at_least,
-                   tree_hierarchy)
+                   models_present, tree_layout)
 from .hosts import MAX_ARCS, add_hosts, check_nic_planes, resolve_link_speed
 
 
@@ -150,10 +151,11 @@ def generate(design: Design, catalog: Catalog) -> Topology:
 
     per_rail = fabric.topology == "rail-only" or fabric.aggregation == "same-rail"
     pods_per_rail = plan.pods // rails if per_rail and plan.tiers == 3 else plan.pods
-    return builder.build(tree_hierarchy(
-        plan, planes, hosts, models, warnings, topology=fabric.topology,
-        aggregation="rail-only" if fabric.topology == "rail-only" else fabric.aggregation, rails=rails,
-        scalable_unit=su, scalable_units=sus, pxn=True,
+    tree = TreeLayout(plan, models_present(models, plan), rails=rails, scalable_unit=su,
+                      scalable_units=sus,
+                      aggregation="rail-only" if fabric.topology == "rail-only" else fabric.aggregation)
+    return builder.build(tree_layout(
+        plan, planes, hosts, models, warnings, tree, pxn=True,
         bisection_gbps=planes * rail_bisection_gbps(plan, sus, pods_per_rail, link_gbps),
         bisection_method="analytic: rail fabric, least of the host, leaf-uplink and spine-uplink halves "
                          "(halves of whole scalable units and pods)",

@@ -37,6 +37,7 @@ import networkx as nx
 import numpy as np
 
 from ..catalog import Catalog
+from ..layout import ALL_RELAY_KINDS, GridLayout, Layout
 from ..spec import Design
 from ..topology import Topology, TopologyBuilder
 from .hosts import MAX_ARCS, cable_latency_ns
@@ -105,6 +106,18 @@ def ring_links(n: int, rails: int, assignment: str) -> list[tuple[np.ndarray, np
         else:
             out.append((ring, np.roll(ring, -1), slot))
     return out
+
+
+def distinct_rings(n: int, rails: int, assignment: str) -> tuple:
+    """Node orders (positions along a row or column of ``n`` nodes) of the distinct rings its rails follow;
+    a perfect matching is not a ring and is left out."""
+    if n <= 1 or rails == 0:
+        return ()
+    if assignment == "naive" or n == 2:
+        return (tuple(range(n)),)
+    rings = ring_decomposition(n)
+    used = sorted({k % len(rings) for k in range(rails)})
+    return tuple(tuple(rings[i]) for i in used if not is_matching(n, i))
 
 
 def line_diameter(n: int, links) -> int | None:
@@ -192,20 +205,11 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     if assignment == "walecki" and (row_rails < full_row or col_rails < full_col):
         warnings.append(f"a full mesh needs {full_row} row and {full_col} column rails; with {row_rails} and "
                         f"{col_rails} the rows and columns are partial meshes")
-    hierarchy = {
-        "family": "railx",
-        "chips_relay": True,
-        "grid": [columns, rows],
-        "chips_per_node": c,
-        "row_rails": row_rails,
-        "column_rails": col_rails,
-        "ring_assignment": assignment,
-        "ocs_per_row": per_row,
-        "ocs_per_column": per_col,
-        "link_gbps": chip_io.port_speed_gbps,
-        "tiers": 1,
-        "injection_gbps_per_gpu": chip_io.ports * chip_io.port_speed_gbps,
-        "diameter_hops": (row_diameter + col_diameter) if None not in (row_diameter, col_diameter) else -1,
-        "warnings": warnings,
-    }
-    return builder.build(hierarchy)
+    grid = GridLayout(columns, rows, c, row_rails, col_rails, assignment, per_row, per_col,
+                      row_rings=distinct_rings(columns, row_rails, assignment),
+                      column_rings=distinct_rings(rows, col_rails, assignment))
+    return builder.build(Layout(
+        family="railx", tiers=1, planes=1, gpus_per_server=c, link_gbps=chip_io.port_speed_gbps,
+        injection_gbps_per_gpu=chip_io.ports * chip_io.port_speed_gbps,
+        diameter_hops=(row_diameter + col_diameter) if None not in (row_diameter, col_diameter) else -1,
+        relay_kinds=ALL_RELAY_KINDS, warnings=tuple(warnings), grid=grid))

@@ -91,11 +91,11 @@ def switch_label(fabric: dict) -> str:
 
 def _structure(design, topology, bom) -> dict:
     """What the constraints look at, from the topology and its bill of materials (as the report rounds)."""
-    h = topology.hierarchy
+    layout = topology.layout
     used = [tier for tier in topology.links_by_tier() if tier in design.fabric.cabling]
     return {"gpus": design.gpus, "cost_per_gpu_usd": round(bom.total_usd / design.gpus, 2),
-            "power_w": round(bom.power_w, 1), "tiers": int(h.get("tiers", 0)),
-            "diameter_hops": int(h.get("diameter_hops", 0)),
+            "power_w": round(bom.power_w, 1), "tiers": layout.tiers,
+            "diameter_hops": layout.diameter_hops,
             "reach": {tier: design.fabric.cabling[tier] for tier in used}}
 
 

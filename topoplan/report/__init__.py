@@ -47,7 +47,7 @@ def _collective(result) -> dict:
 
 def build_report(evaluation) -> dict:
     design, topology, bom = evaluation.design, evaluation.topology, evaluation.bom
-    h = topology.hierarchy
+    layout = topology.layout
     switch_mask = (topology.kind == KIND["switch"]) | (topology.kind == KIND["ocs"])
     by_model: dict[str, int] = {}
     if switch_mask.any():
@@ -67,10 +67,10 @@ def build_report(evaluation) -> dict:
             "server": design.cluster.server,
         },
         "fabric": {
-            "tiers": int(h.get("tiers", 0)),
+            "tiers": layout.tiers,
             "planes": design.fabric.planes,
-            "link_gbps": float(h.get("link_gbps", 0.0)),
-            "injection_gbps_per_gpu": float(h.get("injection_gbps_per_gpu", 0.0)),
+            "link_gbps": float(layout.link_gbps),
+            "injection_gbps_per_gpu": float(layout.injection_gbps_per_gpu),
             "oversubscription": dict(design.fabric.oversubscription),
             "switches": {
                 "total": int(switch_mask.sum()),
@@ -94,7 +94,7 @@ def build_report(evaluation) -> dict:
             "permutation_per_gpu_gbps": _num(cut.permutation_gbps_per_gpu),
             "permutation_note": cut.permutation_note,
         },
-        "diameter_hops": int(h.get("diameter_hops", 0)),
+        "diameter_hops": int(layout.diameter_hops),
         "routing": {"engine": design.routing.engine},
         "collectives": [_collective(r) for r in evaluation.collectives],
         "bom": [
@@ -103,7 +103,7 @@ def build_report(evaluation) -> dict:
              "power_w": round(l.power_w, 1)}
             for l in sorted(bom.lines, key=lambda l: (CATEGORIES.index(l.category), _tier_order(l.tier), l.item))
         ],
-        "warnings": list(h.get("warnings", [])),
+        "warnings": list(layout.warnings),
     }
     return report
 
