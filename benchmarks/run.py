@@ -90,7 +90,7 @@ def case_optimal_1k():
 
 
 def _railx_world_alltoall(spec: str):
-    from topoplan.flow import engine_for, route
+    from topoplan.flow import RouteRequest, route, select_engine
     from topoplan.flow.traffic import Demand
     from topoplan.generators import generate
 
@@ -101,7 +101,7 @@ def _railx_world_alltoall(spec: str):
     routed = route(topology, demand, "ecmp")
     elapsed = time.perf_counter() - start
     seconds = (routed.load / (topology.capacity_gbps * 1e9 / 8)).max()
-    return elapsed, {"chips": int(topology.gpus.size), "arcs": topology.num_arcs, "engine": engine_for(topology, "ecmp"),
+    return elapsed, {"chips": int(topology.gpus.size), "arcs": topology.num_arcs, "engine": select_engine(topology, RouteRequest("ecmp")).name,
                      "unreachable": routed.unreachable_pairs, "busbw GB/s (alpha 0)": round(
                          2**30 / seconds / 1e9 * (topology.gpus.size - 1) / topology.gpus.size, 1)}
 

@@ -15,7 +15,8 @@ from topoplan.flow import clos, ecmp, hashed, lp, route
 from topoplan.flow.bisection import bisection, permutation_throughput
 from topoplan.flow.metrics import ARC_CLASSES, arc_classes, evaluate_plan, phase_result
 from topoplan.flow.placement import group_ranks
-from topoplan.flow.traffic import BUSBW_FACTOR, Demand, plan_collective, ring_demand
+from topoplan.flow.algorithms import plan_collective
+from topoplan.flow.traffic import BUSBW_FACTOR, Demand, ring_demand
 from topoplan.generators import generate
 from topoplan.spec import Collective
 from topoplan.topology import KIND, LINK_TIER
@@ -132,7 +133,7 @@ CLOS_CASES = [
 @pytest.mark.parametrize("sections", CLOS_CASES)
 def test_clos_closed_form_equals_ecmp(make_design, catalog, sections):
     _, topology = fabric(make_design, catalog, **sections)
-    assert clos.accepts(topology) == ""
+    assert clos.refusal(topology) is None
     rng = np.random.default_rng(3)
     gpus = topology.gpus
     width = 16 if gpus.size % 16 == 0 else 6 if gpus.size % 6 == 0 else 2
@@ -148,7 +149,7 @@ def test_clos_closed_form_equals_ecmp(make_design, catalog, sections):
 def test_clos_refuses_what_it_cannot_model_exactly(make_design, catalog):
     # two NIC ports in one plane: ECMP may use either, the closed form assumes one
     _, topology = fabric(make_design, catalog, cluster={"server": "hgx-b300", "gpus": 64})
-    assert "one port in each plane" in clos.accepts(topology)
+    assert "one port in each plane" in clos.refusal(topology).reason
 
 
 def test_permutation_on_non_blocking_fat_tree_is_line_rate(make_design, catalog):

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from topoplan.flow import ecmp, engine_for, railx, route
+from topoplan.errors import EngineRefused
+from topoplan.flow import RouteRequest, ecmp, railx, route, select_engine
 from topoplan.flow.traffic import Demand, ring_demand
 from topoplan.generators import generate
 
@@ -46,8 +47,8 @@ GRIDS = [
 @pytest.mark.parametrize("columns,rows,extra", GRIDS)
 def test_railx_engine_equals_generic_ecmp(make_design, catalog, columns, rows, extra):
     topology = _railx(make_design, catalog, columns, rows, **extra)
-    assert railx.accepts(topology) == ""
-    assert engine_for(topology, "ecmp") == "railx"
+    assert railx.refusal(topology) is None
+    assert select_engine(topology, RouteRequest("ecmp")).name == "railx"
     for name, demand in _demands(topology, np.random.default_rng(columns * 10 + rows)):
         want = ecmp.route(topology, demand).load
         got = railx.route(topology, demand).load
@@ -94,18 +95,18 @@ def test_railx_engine_equals_ecmp_on_random_full_meshes(make_design, catalog, co
 ])
 def test_railx_engine_refuses_what_it_cannot_do_exactly(make_design, catalog, extra, reason):
     topology = _railx(make_design, catalog, 5, 5, **extra)
-    assert reason in railx.accepts(topology)
-    assert engine_for(topology, "ecmp") == "ecmp"  # the facade falls back to the generic engine
+    assert reason in railx.refusal(topology).reason
+    assert select_engine(topology, RouteRequest("ecmp")).name == "ecmp"  # the facade falls back to the generic engine
     chips = topology.gpus
     demand = Demand(chips[:10], chips[-10:], 1.0)
     assert route(topology, demand).load.sum() > 0
-    with pytest.raises(railx.EngineRefused, match="railx engine does not apply"):
+    with pytest.raises(EngineRefused, match="railx engine does not apply"):
         railx.route(topology, demand)
 
 
 def test_railx_engine_refuses_other_families(make_design, catalog):
     topology = generate(make_design(), catalog)
-    assert "not RailX" in railx.accepts(topology)
+    assert "not RailX" in railx.refusal(topology).reason
 
 
 def test_hashed_paths_cross_as_many_circuits_as_ecmp(make_design, catalog):
@@ -166,7 +167,7 @@ def test_grid_allreduce_of_the_world_is_the_local_index_grids_plus_the_node(make
 
 def test_grid_allreduce_needs_a_group_spanning_the_grid(make_design, catalog):
     from topoplan.errors import InfeasibleDesign
-    from topoplan.flow.traffic import plan_workload
+    from topoplan.flow.algorithms import plan_workload
 
     design = _grid_design(make_design, 4, 4, [{"name": "g", "op": "allreduce", "group": "pp", "size": "1GB",
                                                "algorithm": "grid"}], parallelism={"tp": 8, "pp": 2})

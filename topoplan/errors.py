@@ -67,6 +67,26 @@ class InfeasibleDesign(TopoplanError):
         return self.problems[0].message
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a solver (a routing engine) cannot take a problem: a typed reason instead of a string flag."""
+
+    engine: str
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+class EngineRefused(ValueError):
+    """A routing engine cannot route this topology or workload (too large, or not the structure it needs).
+    A bug-free refusal: the pipeline turns it into an ``InfeasibleDesign`` with the reason."""
+
+    def __init__(self, refusal: Refusal | str):
+        self.refusal = refusal if isinstance(refusal, Refusal) else Refusal("", refusal)
+        super().__init__(self.refusal.reason)
+
+
 def did_you_mean(word: str, choices) -> str:
     """A hint naming the closest valid choice, or listing a few valid choices."""
     choices = sorted(str(c) for c in choices)

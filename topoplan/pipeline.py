@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from .catalog import Catalog
 from .cost import Bom, bill_of_materials
-from .flow import EngineRefused, engine_for
+from .errors import EngineRefused
+from .flow import RouteRequest, select_engine
 from .flow.bisection import Bisection, bisection, permutation_throughput
 from .flow.metrics import evaluate_workload
 from .generators import generate
@@ -44,7 +45,8 @@ def evaluate(design: Design, catalog: Catalog, alpha_scale: float = 1.0,
     cut = bisection(topology)
     engine = "optimal" if design.routing.engine == "optimal" else "ecmp"
     try:
-        if engine_for(topology, engine) in ("clos", "railx", "optimal") or design.gpus <= MAX_GENERIC_PERMUTATION_GPUS:
+        if not select_engine(topology, RouteRequest(engine)).per_destination or \
+                design.gpus <= MAX_GENERIC_PERMUTATION_GPUS:
             cut.permutation_gbps_per_gpu = permutation_throughput(topology, engine)
             if cut.permutation_gbps_per_gpu is None:
                 cut.permutation_note = "some pairs of the permutation are unreachable"

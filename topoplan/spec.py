@@ -15,6 +15,7 @@ from .catalog import Catalog
 from .errors import InfeasibleDesign, SpecError, did_you_mean
 from .schema import (MISSING, Bool, Context, Dict, Enum, Int, Key, List, Map, Num, Obj, OneOf, Parsed, Str,
                      has_missing)
+from .flow import algorithms as _algorithms
 from .units import parse_size
 
 SPEC_VERSION = 1
@@ -29,13 +30,9 @@ ROUTINGS = ("ecmp", "ecmp-hash", "optimal")
 GROUPS = ("tp", "cp", "dp", "pp", "ep", "world")
 PARALLEL_DIMS = ("tp", "cp", "dp", "pp", "ep")
 ORDER_DIMS = ("tp", "cp", "dp", "pp")
-OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce")
-ALGORITHMS = ("ring", "tree", "hierarchical", "grid", "direct")
-DEFAULT_ALGORITHM = {"allreduce": "ring", "allgather": "ring", "reducescatter": "ring", "alltoall": "direct",
-                     "sendrecv": "direct", "broadcast": "ring", "reduce": "ring"}
-ALGORITHMS_FOR = {"allreduce": ("ring", "tree", "hierarchical", "grid"), "allgather": ("ring",),
-                  "reducescatter": ("ring",), "alltoall": ("direct",), "sendrecv": ("direct",),
-                  "broadcast": ("ring", "tree"), "reduce": ("ring", "tree")}
+# collective ops and algorithms come from the one table of ``flow/algorithms.py``
+OPS, ALGORITHMS, DEFAULT_ALGORITHM, ALGORITHMS_FOR = (_algorithms.OPS, _algorithms.NAMES, _algorithms.DEFAULT,
+                                                      _algorithms.FOR_OP)
 
 _ID = Str(kebab=True)
 _RATIO = Num(minimum=1, doc="oversubscription, down:up; 1 is non-blocking")
@@ -313,9 +310,10 @@ def _workload(w: dict, gpus: int, ctx: Context, topology: str) -> Workload:
         if algorithm not in ALGORITHMS_FOR[col["op"]]:
             ctx.error(path + ("algorithm",), f"{col['op']} has no '{algorithm}' algorithm",
                       "use one of: " + ", ".join(ALGORITHMS_FOR[col["op"]]))
-        elif algorithm == "grid" and topology != "railx":
-            ctx.error(path + ("algorithm",), "the grid algorithm runs on the rings of a RailX grid",
-                      "use ring, tree or hierarchical on switched fabrics")
+        elif _algorithms.BY_KEY[(col["op"], algorithm)].fabrics and \
+                topology not in _algorithms.BY_KEY[(col["op"], algorithm)].fabrics:
+            entry = _algorithms.BY_KEY[(col["op"], algorithm)]
+            ctx.error(path + ("algorithm",), entry.fabric_error, entry.fabric_hint)
         size = degrees[col["group"]] if col["group"] != "world" else gpus
         if size < 2:
             ctx.error(path + ("group",), f"the {col['group']} group has a single rank, so {col['op']} moves nothing",

@@ -13,7 +13,7 @@ down-arcs. So every arc's load follows from how much traffic leaves or enters ea
 
 Traffic is aggregated per subtree with ``bincount``, all-to-all groups by member counts per subtree, so
 no host pair is enumerated. The engine accepts a topology only where this is exact (a tree of GPU, NIC,
-leaf, spine and core links, one NIC port per plane, all links up); ``accepts`` says why not.
+leaf, spine and core links, one NIC port per plane, all links up); ``refusal`` says why not.
 Tests hold it equal to ``ecmp`` on every instance it accepts.
 """
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EngineRefused, Refusal
 from ..topology import KIND, Topology
-from . import EngineRefused
-from .ecmp import Routed
+from .engine import Routed
 from .traffic import Demand
 
 # arc categories
@@ -111,16 +111,16 @@ def index_of(topology: Topology) -> ClosIndex | str:
     return _CACHE[key][1]
 
 
-def accepts(topology: Topology) -> str:
-    """Empty when the closed form applies, else the reason it does not."""
+def refusal(topology: Topology) -> Refusal | None:
+    """None when the closed form applies, else the reason it does not."""
     found = index_of(topology)
-    return found if isinstance(found, str) else ""
+    return Refusal("clos", f"the clos engine does not apply: {found}") if isinstance(found, str) else None
 
 
 def route(topology: Topology, demand: Demand) -> Routed:
     ix = index_of(topology)
     if isinstance(ix, str):
-        raise EngineRefused(f"clos engine cannot route this topology: {ix}")
+        raise EngineRefused(refusal(topology))
     n = topology.num_nodes
     agg = {name: np.zeros(n) for name in ("nvl_up", "nvl_down", "pcie_up", "pcie_down", "nic_out", "nic_in",
                                           "leaf_out", "leaf_in")}

@@ -29,19 +29,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..topology import KIND, Topology
+from .engine import Routed
 from .traffic import Demand
 
 # dense working set per destination block: about 6 matrices of N x B float64/float32/int32
 _BLOCK_BUDGET_BYTES = 320 * 2**20
-
-
-@dataclass
-class Routed:
-    """Bytes per arc, and what could not be routed."""
-
-    load: np.ndarray
-    unreachable_pairs: int = 0
-    unreachable_bytes: float = 0.0
 
 
 def relays(topology: Topology) -> np.ndarray:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import EngineRefused, Refusal
 from ..topology import Topology
-from . import EngineRefused
-from .ecmp import Routed, distances_to, routing_graph
+from .ecmp import distances_to, routing_graph
+from .engine import Routed
 from .traffic import Demand
 
 MAX_FLOWS = 20_000_000
@@ -33,8 +34,8 @@ def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     src, dst, size = demand.pairs()
     flows = src.size * qps
     if flows > MAX_FLOWS:
-        raise EngineRefused(f"ecmp-hash would follow {flows:,} flows (more than {MAX_FLOWS:,}); "
-                         "use ecmp for this workload or fewer queue pairs")
+        raise EngineRefused(Refusal("ecmp-hash", f"ecmp-hash would follow {flows:,} flows (more than {MAX_FLOWS:,}); "
+                         "use ecmp for this workload or fewer queue pairs"))
     n, m = topology.num_nodes, topology.num_arcs
     load = np.zeros(m)
     routed = Routed(load)

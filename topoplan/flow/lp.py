@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import EngineRefused, Refusal
 from ..topology import KIND, Topology
 from . import clos
-from . import EngineRefused
-from .ecmp import Routed
+from .engine import Routed
 from .traffic import Demand
 
 MAX_VARIABLES = 3_000_000
@@ -62,10 +62,17 @@ def leaf_demands(topology: Topology, ix, demand: Demand) -> sp.csr_matrix:
     return matrix
 
 
-def route(topology: Topology, demand: Demand) -> Routed:
+def refusal(topology: Topology) -> Refusal | None:
+    """The LP aggregates commodities by leaf, which needs the folded-Clos access paths."""
     ix = clos.index_of(topology)
-    if isinstance(ix, str):
-        raise EngineRefused(f"optimal engine needs GPU-NIC-leaf access paths: {ix}")
+    return Refusal("optimal", f"optimal engine needs GPU-NIC-leaf access paths: {ix}") if isinstance(ix, str) else None
+
+
+def route(topology: Topology, demand: Demand) -> Routed:
+    refused = refusal(topology)
+    if refused is not None:
+        raise EngineRefused(refused)
+    ix = clos.index_of(topology)
     routed = clos.route(topology, demand)  # host links (and the ECMP fabric loads we replace)
     fabric_arcs = np.flatnonzero((topology.kind[topology.src] == KIND["switch"]) &
                                  (topology.kind[topology.dst] == KIND["switch"]))
@@ -85,8 +92,8 @@ def route(topology: Topology, demand: Demand) -> Routed:
     pair_src, pair_dst = pairs // topology.num_nodes, pairs % topology.num_nodes
     k_count, v_count, a_count = sources.size, switches.size, pairs.size
     if k_count * a_count > MAX_VARIABLES:
-        raise EngineRefused(f"the optimal LP would have {k_count * a_count:,} variables (more than "
-                         f"{MAX_VARIABLES:,}); use ecmp at this scale")
+        raise EngineRefused(Refusal("optimal", f"the optimal LP would have {k_count * a_count:,} variables "
+                                    f"(more than {MAX_VARIABLES:,}); use ecmp at this scale"))
     scale = float(leaf_matrix.data.max())
     cap = pair_capacity / pair_capacity.max()
     tail, head = local[pair_src], local[pair_dst]

@@ -23,8 +23,9 @@ import numpy as np
 from ..catalog import Catalog
 from ..spec import Design
 from ..topology import KIND, LINK_TIER, MEDIUM, Topology
-from . import engine_for, route
-from .traffic import CollectivePlan, apply_pxn, plan_workload
+from . import RouteRequest, select_engine
+from .algorithms import plan_workload
+from .traffic import CollectivePlan, apply_pxn
 
 ARC_CLASSES = ("nvlink", "pcie", "leaf", "spine", "core", "ocs")
 MAX_SAMPLES = 5000  # utilization values kept per tier and phase, evenly strided, for histograms
@@ -142,24 +143,20 @@ def phase_result(topology: Topology, classes: np.ndarray, alpha: np.ndarray, loa
 def evaluate_plan(topology: Topology, plan: CollectivePlan, alpha: np.ndarray, engine: str = "ecmp",
                   seeds: int = 8, qps: int = 1, arc_mask: np.ndarray | None = None) -> CollectiveResult:
     classes = arc_classes(topology)
-    actual = engine_for(topology, engine, arc_mask)
+    chosen = select_engine(topology, RouteRequest(engine, qps=qps, arc_mask=arc_mask))
     pxn = topology.layout.pxn
     demands = [apply_pxn(topology, phase.demand) if pxn else phase.demand for phase in plan.phases]
-    if actual != "ecmp-hash":
-        phases = []
-        for phase, demand in zip(plan.phases, demands):
-            routed = route(topology, demand, actual, arc_mask=arc_mask)
-            phases.append(phase_result(topology, classes, alpha, routed.load, phase.label, phase.steps,
-                                       routed.unreachable_pairs))
-        return CollectiveResult(plan, actual, phases)
     per_seed = []
-    for seed in range(seeds):
+    for seed in range(seeds) if chosen.seeded else (0,):
+        request = RouteRequest(chosen.name, seed=seed, qps=qps, arc_mask=arc_mask)
         phases = []
         for phase, demand in zip(plan.phases, demands):
-            routed = route(topology, demand, "ecmp-hash", seed=seed, qps=qps, arc_mask=arc_mask)
+            routed = chosen.route(topology, demand, request)
             phases.append(phase_result(topology, classes, alpha, routed.load, phase.label, phase.steps,
                                        routed.unreachable_pairs))
-        per_seed.append(CollectiveResult(plan, actual, phases))
+        per_seed.append(CollectiveResult(plan, chosen.name, phases))
+    if not chosen.seeded:
+        return per_seed[0]
     # report the median seed (by time); keep every seed's time and utilization
     times = [r.time_s if r.time_s is not None else np.inf for r in per_seed]
     median = per_seed[int(np.argsort(times)[len(times) // 2])]

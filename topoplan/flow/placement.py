@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec import Design
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..spec import Design
 from ..topology import Topology
 
 

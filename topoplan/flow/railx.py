@@ -18,7 +18,7 @@ So the engine
    form from per-row and per-column counts, so a world all-to-all never enumerates chip pairs.
 
 It accepts a topology only where this is exact (RailX, full-mesh rows and columns that are alike, one
-link between every two chips of a node, circuits between same-index chips, all links up); ``accepts``
+link between every two chips of a node, circuits between same-index chips, all links up); ``refusal``
 says why not, and the facade then uses ``ecmp``. Tests hold it equal to ``ecmp`` on small grids.
 """
 
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import EngineRefused, Refusal
 from ..topology import Topology
-from . import EngineRefused
-from .ecmp import Routed
+from .engine import Routed
 from .traffic import Demand
 
 _FAR = 1 << 20  # "no exit here" in local-hop counts
@@ -135,10 +135,10 @@ def index_of(topology: Topology) -> RailxIndex | str:
     return _CACHE[id(topology)][1]
 
 
-def accepts(topology: Topology) -> str:
-    """'' if the engine is exact on ``topology``, else the reason it is not."""
+def refusal(topology: Topology) -> Refusal | None:
+    """None if the engine is exact on ``topology``, else the reason it is not."""
     index = index_of(topology)
-    return index if isinstance(index, str) else ""
+    return Refusal("railx", f"the railx engine does not apply: {index}") if isinstance(index, str) else None
 
 
 def _stage(inflow: np.ndarray, exits: list) -> tuple:
@@ -301,7 +301,7 @@ def route(topology: Topology, demand: Demand) -> Routed:
     """Bytes per arc under ECMP, from the row x column structure."""
     index = index_of(topology)
     if isinstance(index, str):
-        raise EngineRefused(f"the railx engine does not apply: {index}")
+        raise EngineRefused(refusal(topology))
     fractions = class_fractions(index)
     loads = _Loads(index)
     keep = (demand.src != demand.dst) & (demand.bytes > 0)

@@ -1,33 +1,8 @@
-"""Traffic: collectives compiled into phases of demands (fluid model, bytes per flow).
+"""Traffic: the demands collectives compile into (fluid model, bytes per flow), and the building blocks of
+the planners in ``algorithms.py`` (rings, chains, trees, NCCL's PXN rewrite).
 
 All groups of a collective run at once, so their demands add up in one phase. Within a phase every flow
-runs concurrently; phases run one after another. Sizes follow nccl-tests (``S`` below):
-
-==============  ===================  =========================================  =================  ========
-op              algorithm            phase demands (per group of p ranks)       latency steps      busbw x
-==============  ===================  =========================================  =================  ========
-allreduce       ring                 rank -> next: 2(p-1)/p * S                 2(p-1)             2(p-1)/p
-allreduce       tree                 double binary tree (heap layout and its    2*ceil(log2 p)     2(p-1)/p
-                                     mirror), every edge both ways: S/2 per tree
-allreduce       hierarchical         1) ring reduce-scatter inside each server  g-1, 2(m-1), g-1   2(p-1)/p
-                                     (g local ranks): (g-1)/g * S; 2) one ring
-                                     per local index across m servers on S/g:
-                                     2(m-1)/m * S/g; 3) all-gather as in 1)
-allreduce       grid (RailX)         1) as hierarchical; then per local index   g-1, C-1, 2(R-1),  2(p-1)/p
-                                     on the C x R grid, over the K rings of     C-1, g-1
-                                     each row (column) at once, S/K each:
-                                     2) row reduce-scatter (C-1)/C * S/(gK);
-                                     3) column allreduce on S/(gC);
-                                     4) row all-gather; 5) all-gather as 1)
-allgather,      ring                 rank -> next: (p-1)/p * S (S = total)      p-1                (p-1)/p
-reducescatter
-alltoall        direct               every ordered pair: S/p                    p-1                (p-1)/p
-broadcast,      ring                 pipelined chain from rank 0 (to rank 0     p-1                1
-reduce                               for reduce): S per link
-broadcast,      tree                 binary tree from rank 0: S per edge        ceil(log2 p)       1
-reduce
-sendrecv        direct               stage i -> stage i+1: S                    1                  1
-==============  ===================  =========================================  =================  ========
+runs concurrently; phases run one after another.
 
 A ``Demand`` holds explicit flows (``src``, ``dst``, ``bytes``) and, for all-to-all, whole groups
 (``a2a_members``, every ordered pair sending ``a2a_bytes``), so that engines can aggregate instead of
@@ -36,14 +11,16 @@ enumerating p^2 pairs.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..spec import Collective, Design
+from typing import TYPE_CHECKING
+
 from ..topology import Topology
-from .placement import group_gpus
+
+if TYPE_CHECKING:
+    from ..spec import Collective
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -152,66 +129,6 @@ def merge(demands) -> Demand:
                   a2a[0].a2a_members if a2a else None, a2a[0].a2a_bytes if a2a else 0.0)
 
 
-def plan_collective(topology: Topology, design: Design, collective: Collective) -> CollectivePlan:
-    members = group_gpus(topology, design, collective.group)
-    groups, p = members.shape
-    S = float(collective.size_bytes)
-    op, algorithm = collective.op, collective.algorithm
-    phases: list[Phase] = []
-    if op == "allreduce" and algorithm == "hierarchical":
-        phases = _hierarchical_allreduce(topology, members, S)
-    elif op == "allreduce" and algorithm == "grid":
-        phases = _grid_allreduce(topology, design, collective, members, S)
-    elif op == "allreduce" and algorithm == "tree":
-        half = S / 2
-        demand = merge([tree_demand(members, half), tree_demand(members, half, mirror=True)])
-        phases = [Phase("double binary tree, reduce + broadcast pipelined", demand, 2 * math.ceil(math.log2(p)))]
-    elif op == "allreduce":
-        phases = [Phase("ring", ring_demand(members, 2 * (p - 1) / p * S), 2 * (p - 1))]
-    elif op in ("allgather", "reducescatter"):
-        phases = [Phase("ring", ring_demand(members, (p - 1) / p * S), p - 1)]
-    elif op == "alltoall":
-        phases = [Phase("direct", Demand(a2a_members=members, a2a_bytes=S / p), p - 1)]
-    elif op in ("broadcast", "reduce") and algorithm == "tree":
-        demand = tree_demand(members, S, both_ways=False)
-        if op == "reduce":
-            demand = Demand(demand.dst, demand.src, demand.bytes)
-        phases = [Phase("binary tree, pipelined", demand, math.ceil(math.log2(p)))]
-    elif op in ("broadcast", "reduce"):
-        phases = [Phase("pipelined chain", chain_demand(members, S, reverse=(op == "reduce")), p - 1)]
-    elif op == "sendrecv":
-        phases = [Phase("stage to next stage", chain_demand(members, S), 1)]
-    else:  # the spec validator allows only the combinations above
-        raise ValueError(f"no traffic model for {op}/{algorithm}")
-    return CollectivePlan(collective, p, groups, BUSBW_FACTOR[op](p), phases)
-
-
-def _hierarchical_allreduce(topology: Topology, members: np.ndarray, S: float) -> list[Phase]:
-    """Intra-server reduce-scatter, one inter-server ring per local index, intra-server all-gather.
-
-    Needs every server to hold the same number g of each group's ranks; otherwise (or when g == 1 or all
-    ranks share one server) it is the flat ring."""
-    groups, p = members.shape
-    servers = topology.server[members]                       # (groups, p)
-    order = np.argsort(servers, axis=1, kind="stable")
-    members = np.take_along_axis(members, order, axis=1)
-    servers = np.take_along_axis(servers, order, axis=1)
-    first = servers[:, :1]
-    g = int((servers == first).sum(axis=1).min())
-    uniform = p % g == 0 and (servers.reshape(groups, p // g, g) == servers.reshape(groups, p // g, g)[:, :, :1]).all()
-    if g == 1 or g == p or not uniform:
-        return [Phase("ring (hierarchy degenerate)", ring_demand(members, 2 * (p - 1) / p * S), 2 * (p - 1))]
-    m = p // g
-    blocks = members.reshape(groups, m, g)
-    local = blocks.reshape(groups * m, g)                    # rows: the g ranks of a group on one server
-    rails = blocks.transpose(0, 2, 1).reshape(groups * g, m)  # rows: one local index across m servers
-    intra = ring_demand(local, (g - 1) / g * S)
-    inter = ring_demand(rails, 2 * (m - 1) / m * S / g)
-    return [Phase("intra-server reduce-scatter", intra, g - 1),
-            Phase("inter-server ring per local rank", inter, 2 * (m - 1)),
-            Phase("intra-server all-gather", intra, g - 1)]
-
-
 # all-to-all groups are expanded into pairs for PXN up to this many pairs
 MAX_PXN_PAIRS = 40_000_000
 
@@ -279,56 +196,3 @@ def _pxn_whole_servers(topology: Topology, members: np.ndarray, size: float, nvl
     per_rail = by_server.transpose(0, 2, 1).reshape(groups * k, m)  # one row per (group, rail)
     return Demand(src[keep], dst[keep], m * size, a2a_members=per_rail if m > 1 else None,
                   a2a_bytes=k * size if m > 1 else 0.0)
-
-
-def _grid_allreduce(topology: Topology, design: Design, collective: Collective, members: np.ndarray,
-                    S: float) -> list[Phase]:
-    """AllReduce on a RailX grid along its rails: inside each node as ``hierarchical``, then for each local
-    index a 2D allreduce over the C x R grid of nodes, every ring of a row (column) carrying 1/K of it."""
-    layout = topology.layout.grid
-    columns, rows = layout.columns, layout.rows
-    nodes = columns * rows
-    groups, p = members.shape
-    node = topology.row[members].astype(np.int64) * columns + topology.col[members]
-    order = np.argsort(node * topology.num_nodes + members, axis=1, kind="stable")
-    members, node = np.take_along_axis(members, order, axis=1), np.take_along_axis(node, order, axis=1)
-    g = p // nodes
-    if p % nodes or not (node.reshape(groups, nodes, g) == np.arange(nodes)[:, None]).all():
-        index = design.workload.collectives.index(collective)
-        raise design.infeasible(f"workload.collectives.{index}.group",
-                                f"the grid algorithm needs every node of the {columns} x {rows} grid to hold the "
-                                f"same number of the {collective.group} group's ranks",
-                                "use it on a group that spans the grid, e.g. dp with tp inside a node")
-    blocks = members.reshape(groups, nodes, g)
-    phases = []
-    if g > 1:
-        intra = ring_demand(blocks.reshape(-1, g), (g - 1) / g * S)
-        phases.append(Phase("intra-node reduce-scatter", intra, g - 1))
-    grid = blocks.transpose(0, 2, 1).reshape(groups * g, rows, columns)  # per local index: [row, column]
-    share = S / g
-    row_rings = [np.asarray(ring) for ring in layout.row_rings]
-    col_rings = [np.asarray(ring) for ring in layout.column_rings]
-    for n, rings, what in ((columns, row_rings, "row"), (rows, col_rings, "column")):
-        if n > 1 and not rings:
-            raise design.infeasible("fabric.railx", f"the grid algorithm needs {what} rails, and there are none",
-                                    f"give the {what}s rails or use the ring algorithm")
-    row_phase = None
-    if columns > 1:
-        row_phase = merge(ring_demand(grid[:, :, ring].reshape(-1, columns), (columns - 1) / columns * share
-                                      / len(row_rings)) for ring in row_rings)
-        phases.append(Phase(f"row reduce-scatter on {len(row_rings)} rings", row_phase, columns - 1))
-        share /= columns
-    if rows > 1:
-        by_column = grid.transpose(0, 2, 1)  # [local index, column, row]
-        col_phase = merge(ring_demand(by_column[:, :, ring].reshape(-1, rows), 2 * (rows - 1) / rows * share
-                                      / len(col_rings)) for ring in col_rings)
-        phases.append(Phase(f"column allreduce on {len(col_rings)} rings", col_phase, 2 * (rows - 1)))
-    if row_phase is not None:
-        phases.append(Phase(f"row all-gather on {len(row_rings)} rings", row_phase, columns - 1))
-    if g > 1:
-        phases.append(Phase("intra-node all-gather", intra, g - 1))
-    return phases
-
-
-def plan_workload(topology: Topology, design: Design) -> list[CollectivePlan]:
-    return [plan_collective(topology, design, c) for c in design.workload.collectives]
