@@ -16,16 +16,7 @@ from dataclasses import dataclass
 
 from . import yamlio
 from .errors import Problem, SpecError
-
-# metric path -> which way is better ("lower", "higher", or "" when a change is neither)
-_FIXED_METRICS = [
-    ("cost.total_usd", "lower"), ("cost.per_gpu_usd", "lower"), ("power.total_w", "lower"),
-    ("fabric.switches.total", ""), ("fabric.links.total", ""),
-    ("bisection.gbps", "higher"), ("bisection.per_gpu_gbps", "higher"),
-    ("bisection.permutation_per_gpu_gbps", "higher"), ("diameter_hops", "lower"),
-]
-_COLLECTIVE_METRICS = [("time_s", "lower"), ("busbw_GBps", "higher"), ("max_link_utilization", "lower"),
-                       ("bottleneck", "")]
+from .metrics import COLLECTIVE_METRICS, COMPARED_SECTIONS, REPORT_METRICS
 
 
 def looks_like_ref(source: str) -> bool:
@@ -120,18 +111,18 @@ class MetricRow:
 
 
 def metric_rows(base: dict, head: dict) -> list[MetricRow]:
-    rows = [MetricRow(path, _get(base, path), _get(head, path), better) for path, better in _FIXED_METRICS]
-    for section in ("cost.by_category", "fabric.switches.by_tier", "fabric.links.by_tier"):
+    rows = [MetricRow(m.path, m.get(base), m.get(head), m.better) for m in REPORT_METRICS if m.compared]
+    for section, better in COMPARED_SECTIONS:
         keys = sorted(set(_get(base, section) or {}) | set(_get(head, section) or {}))
-        better = "lower" if section.startswith("cost") else ""
         rows += [MetricRow(f"{section}.{k}", (_get(base, section) or {}).get(k, 0),
                            (_get(head, section) or {}).get(k, 0), better) for k in keys]
     base_c = {c["name"]: c for c in base.get("collectives", [])}
     head_c = {c["name"]: c for c in head.get("collectives", [])}
     for name in list(base_c) + [n for n in head_c if n not in base_c]:
-        for field, better in _COLLECTIVE_METRICS:
-            rows.append(MetricRow(f"collectives.{name}.{field}", base_c.get(name, {}).get(field),
-                                  head_c.get(name, {}).get(field), better))
+        for m in COLLECTIVE_METRICS:
+            if m.compared:
+                rows.append(MetricRow(f"collectives.{name}.{m.path}", base_c.get(name, {}).get(m.path),
+                                      head_c.get(name, {}).get(m.path), m.better))
     return rows
 
 

@@ -16,6 +16,7 @@ from .errors import InfeasibleDesign, SpecError, did_you_mean
 from .schema import (MISSING, Bool, Context, Dict, Enum, Int, Key, List, Map, Num, Obj, OneOf, Parsed, Str,
                      has_missing)
 from .flow import algorithms as _algorithms
+from .metrics import Metric, target_metrics
 from .units import parse_size
 
 SPEC_VERSION = 1
@@ -46,6 +47,19 @@ COLLECTIVE = Obj({
                        hint="KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000"), True),
     "algorithm": Key(Enum(ALGORITHMS), False),
 }, doc="one collective of the training step")
+
+def _target_schema(m: Metric, per_collective: bool):
+    """A target's value: a positive limit (a whole number where the metric counts); per collective, one
+    limit for all or ``{name: limit}``."""
+    one = Int(minimum=1) if m.integer_target else Num(exclusive_minimum=0)
+    return OneOf((one, Dict(one))) if per_collective else one
+
+
+def _target_order(item):
+    """Design-wide targets first, then per-collective ones, minimums before maximums."""
+    key, (_m, per_collective) = item
+    return (per_collective, per_collective and key.startswith("max"))
+
 
 DESIGN_SCHEMA = Obj({
     "version": Key(Enum((SPEC_VERSION,), doc="spec schema version"), False, SPEC_VERSION),
@@ -89,15 +103,9 @@ DESIGN_SCHEMA = Obj({
         "seeds": Key(Int(minimum=1, maximum=64, doc="ecmp-hash: hash seeds to sample"), False, 8),
         "qps": Key(Int(minimum=1, maximum=256, doc="ecmp-hash: queue pairs per flow"), False, 1),
     }))), False, "ecmp"),
-    "targets": Key(Obj({
-        "max_cost_usd": Key(Num(exclusive_minimum=0), False),
-        "max_cost_per_gpu_usd": Key(Num(exclusive_minimum=0), False),
-        "max_power_w": Key(Num(exclusive_minimum=0), False),
-        "min_bisection_per_gpu_gbps": Key(Num(exclusive_minimum=0), False),
-        "max_diameter_hops": Key(Int(minimum=1), False),
-        "min_busbw_GBps": Key(OneOf((Num(exclusive_minimum=0), Dict(Num(exclusive_minimum=0)))), False),
-        "max_time_s": Key(OneOf((Num(exclusive_minimum=0), Dict(Num(exclusive_minimum=0)))), False),
-    }, doc="limits checked by `topoplan check`"), False),
+    "targets": Key(Obj({key: Key(_target_schema(m, per_collective), False)
+                        for key, (m, per_collective) in sorted(target_metrics().items(), key=_target_order)},
+                       doc="limits checked by `topoplan check`"), False),
 }, doc="topoplan design spec")
 
 DEFAULT_CABLING = {"leaf": "in-row", "spine": "in-row", "core": "cross-row", "ocs": "in-row"}
@@ -267,7 +275,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
     workload = _workload(c["workload"] or {}, gpus, ctx, c["fabric"]["topology"])
     targets = c["targets"] or {}
     names = {col.name for col in workload.collectives}
-    for key in ("min_busbw_GBps", "max_time_s"):
+    for key in (k for k, (_m, per_collective) in target_metrics().items() if per_collective):
         value = targets.get(key)
         if isinstance(value, dict):
             for name in value:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .metrics import target_metrics
+
 
 @dataclass(frozen=True)
 class TargetResult:
@@ -18,16 +20,6 @@ class TargetResult:
         return f"{status} {design}: {self.target}: {self.detail}"
 
 
-# target key -> (report lookup, comparison, unit label)
-_SIMPLE = {
-    "max_cost_usd": (lambda r: r["cost"]["total_usd"], "max", "USD"),
-    "max_cost_per_gpu_usd": (lambda r: r["cost"]["per_gpu_usd"], "max", "USD per GPU"),
-    "max_power_w": (lambda r: r["power"]["total_w"], "max", "W"),
-    "min_bisection_per_gpu_gbps": (lambda r: r["bisection"]["per_gpu_gbps"], "min", "Gb/s per GPU"),
-    "max_diameter_hops": (lambda r: r["diameter_hops"], "max", "hops"),
-}
-_PER_COLLECTIVE = {"min_busbw_GBps": ("busbw_GBps", "min", "GB/s busbw"), "max_time_s": ("time_s", "max", "s")}
-
 
 def _judge(target: str, limit: float, actual, sense: str, unit: str) -> TargetResult:
     if actual is None:
@@ -40,12 +32,14 @@ def _judge(target: str, limit: float, actual, sense: str, unit: str) -> TargetRe
 
 def check_targets(report: dict, targets: dict) -> list[TargetResult]:
     results = []
+    declared = target_metrics()
     for key, limit in targets.items():
-        if key in _SIMPLE:
-            lookup, sense, unit = _SIMPLE[key]
-            results.append(_judge(key, limit, lookup(report), sense, unit))
+        metric, per_collective = declared[key]
+        sense, unit = metric.sense, metric.unit
+        if not per_collective:
+            results.append(_judge(key, limit, metric.get(report), sense, unit))
             continue
-        field, sense, unit = _PER_COLLECTIVE[key]
+        field = metric.path
         by_name = {c["name"]: c for c in report.get("collectives", [])}
         limits = limit if isinstance(limit, dict) else {name: limit for name in by_name}
         if not limits:

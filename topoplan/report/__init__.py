@@ -23,6 +23,11 @@ def _num(x):
     return None if x is None else float(f"{float(x):.9g}")
 
 
+def _per(usd: float, gbps: float):
+    """Dollars per Gb/s (None when there is no bandwidth to price)."""
+    return _num(usd / gbps) if gbps > 0 else None
+
+
 def _collective(result) -> dict:
     c = result.plan.collective
     out = {
@@ -82,6 +87,9 @@ def build_report(evaluation) -> dict:
         "cost": {
             "total_usd": _money(bom.total_usd),
             "per_gpu_usd": _money(bom.total_usd / gpus),
+            "per_injection_gbps_usd": _per(bom.total_usd, gpus * layout.injection_gbps_per_gpu),
+            "per_bisection_gbps_usd": _per(bom.total_usd, cut.gbps),
+            "per_gpu_bisection_gbps_usd": _per(bom.total_usd / gpus, cut.gbps / (gpus / 2) if gpus > 1 else 0.0),
             "by_category": {c: _money(v) for c, v in bom.by_category().items()},
             "servers_usd": _money(bom.server_price_usd * bom.servers),
             "note": "network only (switches, NICs, optics, cables, OCS); prices are catalog estimates",

@@ -81,6 +81,7 @@ def _text(r: dict, markdown: bool) -> str:
         ("Network links", f"{count(f['links']['total'])} ("
          + ", ".join(f"{t} {count(n)}" for t, n in f["links"]["by_tier"].items()) + ")"),
         ("Network cost", f"{usd(c['total_usd'])} total, {usd(c['per_gpu_usd'])} per GPU"),
+        ("Cost per bandwidth", _per_gbps(c)),
         ("Power", f"{watts(r['power']['total_w'])} ({r['power']['per_gpu_w']:,.0f} W per GPU)"),
         ("Bisection", f"{gbps(r['bisection']['gbps'])} ({gbps(r['bisection']['per_gpu_gbps'])} per GPU)"),
         ("Random permutation", r["bisection"]["permutation_note"] if r["bisection"]["permutation_per_gpu_gbps"] is None
@@ -127,6 +128,13 @@ def _text(r: dict, markdown: bool) -> str:
     if r["warnings"]:
         out += [""] + _heading("Warnings", markdown) + [f"- {w}" for w in r["warnings"]]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _per_gbps(cost: dict) -> str:
+    parts = [f"${cost[key]:,.2f} per Gb/s of {what}" for key, what in
+             (("per_injection_gbps_usd", "injection"), ("per_bisection_gbps_usd", "bisection"))
+             if cost.get(key) is not None]
+    return "; ".join(parts) or "-"
 
 
 def _fixed(value, scale: float = 1.0, digits: int = 2) -> str:
