@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from topoplan.cli import main
 from topoplan.errors import SpecError
-from topoplan.hostgraph import HostGraph, assign_nics
-from topoplan.importers import nccl_xml, nvidia_smi, read_host
+from topoplan.host.graph import HostGraph, assign_nics
+from topoplan.host import nccl_xml, nvidia_smi, read_host
 
 ROOT = Path(__file__).resolve().parent.parent
 NCCL = ROOT / "tests" / "fixtures" / "nccl"
@@ -151,7 +151,7 @@ def test_host_command_formats():
 def _template(catalog, server_id, **host):
     import dataclasses
 
-    from topoplan.generators.host import host_graph
+    from topoplan.host.template import host_graph
 
     server = catalog.servers[server_id]
     if host:
@@ -177,7 +177,7 @@ def test_pcie_only_ring_and_shared_nics(catalog):
     """PCIe-only, 4 GPUs and 2 NICs per Gen4 switch, one switch per socket: any ring crosses the sockets
     once each way, so busbw is the inter-socket 22 GB/s (Sapphire Rapids in NCCL's model), at least the
     naive order's; two GPUs share each NIC's x16 link when all send at once: 12 GB/s each."""
-    from topoplan.hostgraph import best_ring, concurrent_GBps, ring_busbw
+    from topoplan.host.graph import best_ring, concurrent_GBps, ring_busbw
 
     graph = _template(catalog, "pcie-8gpu-l40s")
     naive, why = ring_busbw(graph, graph.gpus())
@@ -191,7 +191,7 @@ def test_pcie_only_ring_and_shared_nics(catalog):
 def test_ring_search_beats_a_bad_naive_order(catalog):
     """GPUs interleaved over the sockets: the naive ring crosses them on every hop (4 transfers each way
     on a 22 GB/s link: 5.5 GB/s); the search finds the order that crosses twice (22 GB/s)."""
-    from topoplan.hostgraph import best_ring, ring_busbw
+    from topoplan.host.graph import best_ring, ring_busbw
 
     graph = _template(catalog, "pcie-8gpu-l40s", switches=[
         {"socket": 0, "gen": 4, "lanes": 16, "gpus": [0, 2, 4, 6], "nics": [0, 1]},
@@ -241,8 +241,8 @@ def test_ring_search_beyond_exact_uses_routing(catalog):
     finds a ring that crosses the sockets only twice."""
     import dataclasses
 
-    from topoplan.generators.host import host_graph
-    from topoplan.hostgraph import best_ring, ring_busbw
+    from topoplan.host.template import host_graph
+    from topoplan.host.graph import best_ring, ring_busbw
 
     base = catalog.servers["pcie-8gpu-l40s"]
     server = dataclasses.replace(base, gpus=16, gpu_nics=tuple(i // 4 for i in range(16)), host={

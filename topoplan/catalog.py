@@ -230,7 +230,6 @@ class Catalog:
     ocs: dict
     servers: dict
     origin: dict  # (section, id) -> "file:line"
-    files: tuple = ()
 
     def section(self, name: str) -> dict:
         return getattr(self, name)
@@ -340,7 +339,6 @@ def load_catalog(extra_files=()) -> Catalog:
     catalog = Catalog(**{name: {} for name in SECTIONS}, origin={})
     problems: list[Problem] = []
     builtin = sorted(builtin_catalog_dir().glob("*.yaml"))
-    files = [str(f) for f in builtin] + [str(f) for f in extra_files]
     for file in builtin:
         _read_file(str(file), catalog, problems, {})
     for file in extra_files:
@@ -349,5 +347,4 @@ def load_catalog(extra_files=()) -> Catalog:
         _cross_check(catalog, problems)
     if problems:
         raise SpecError(problems)
-    catalog.files = tuple(files)
     return catalog

@@ -414,11 +414,12 @@ def host(source, server_id, fmt, output, catalog_files):
       NCCL_TOPO_DUMP_FILE=system.xml <run any NCCL job>;  topoplan host system.xml
       nvidia-smi topo -m > topo.txt;  topoplan host topo.txt --server dgx-h100 --format markdown
     """
-    from .importers import read_host
-    from .report.host import host_report, render_host
+    from .host import read_host
+    from .host.analysis import host_report
+    from .report.host import render_host
 
     if source.endswith((".yaml", ".yml")):
-        from .generators.host import host_graph
+        from .host.template import host_graph
         from .spec import load_design
 
         catalog = load_catalog(catalog_files)
@@ -428,7 +429,7 @@ def host(source, server_id, fmt, output, catalog_files):
         graph = read_host(source)
     if server_id:
         from .errors import Problem, SpecError
-        from .generators.host import host_graph
+        from .host.template import host_graph
 
         catalog = load_catalog(catalog_files)
         if server_id not in catalog.servers:

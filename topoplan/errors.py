@@ -87,6 +87,16 @@ class EngineRefused(ValueError):
         super().__init__(self.refusal.reason)
 
 
+class Refused(ValueError):
+    """A planner or sizer that works without the spec at hand refuses a request: ``message`` says why,
+    ``path`` (dotted spec path, "" when unknown) and ``hint`` let the caller raise ``design.infeasible``;
+    ``facts`` carry figures the caller words its message with."""
+
+    def __init__(self, message: str, path: str = "", hint: str = "", **facts):
+        self.message, self.path, self.hint, self.facts = message, path, hint, facts
+        super().__init__(message)
+
+
 def did_you_mean(word: str, choices) -> str:
     """A hint naming the closest valid choice, or listing a few valid choices."""
     choices = sorted(str(c) for c in choices)

@@ -17,6 +17,7 @@ from .schema import (MISSING, Bool, Context, Dict, Enum, Int, Key, List, Map, Nu
                      has_missing)
 from .flow import algorithms as _algorithms
 from .metrics import Metric, target_metrics
+from .topology import SWITCH_TIERS
 from .units import parse_size
 
 SPEC_VERSION = 1
@@ -25,10 +26,10 @@ SPEC_VERSION = 1
 MAX_GPUS = 4_194_304
 
 TOPOLOGIES = ("fat-tree", "rail-optimized", "rail-only", "railx")
-TIER_NAMES = ("leaf", "spine", "core")
+TIER_NAMES = SWITCH_TIERS  # one vocabulary: topology.py defines the tiers
 REACH_CLASSES = ("in-rack", "in-row", "cross-row")
 ROUTINGS = ("ecmp", "ecmp-hash", "optimal")
-GROUPS = ("tp", "cp", "dp", "pp", "ep", "world")
+PARALLEL_GROUPS = ("tp", "cp", "dp", "pp", "ep", "world")  # (node group ids are topology.GROUPS)
 PARALLEL_DIMS = ("tp", "cp", "dp", "pp", "ep")
 ORDER_DIMS = ("tp", "cp", "dp", "pp")
 # collective ops and algorithms come from the one table of ``flow/algorithms.py``
@@ -41,7 +42,7 @@ _RATIO = Num(minimum=1, doc="oversubscription, down:up; 1 is non-blocking")
 COLLECTIVE = Obj({
     "name": Key(_ID, True),
     "op": Key(Enum(OPS, doc="collective operation"), True),
-    "group": Key(Enum(GROUPS, doc="which parallel group runs it"), True),
+    "group": Key(Enum(PARALLEL_GROUPS, doc="which parallel group runs it"), True),
     "size": Key(Parsed(parse_size, {"type": ["string", "integer"], "pattern": r"^\s*[0-9.]+\s*[A-Za-z]*\s*$"},
                        doc="bytes in the nccl-tests convention for the op, e.g. 1GiB",
                        hint="KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000"), True),
@@ -167,7 +168,6 @@ class Design:
     targets: dict
     file: str = "<spec>"
     lines: yamlio.LineMap = field(default_factory=yamlio.LineMap, compare=False, repr=False)
-    raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def gpus(self) -> int:
@@ -198,7 +198,7 @@ def design_from_data(data, catalog: Catalog, file: str = "<spec>", lines=None) -
     design = _cross_check(checked, catalog, ctx)
     if ctx.problems:
         raise SpecError(ctx.problems)
-    return Design(**design, file=file, lines=lines, raw=data)
+    return Design(**design, file=file, lines=lines)
 
 
 def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:

@@ -33,12 +33,13 @@ import math
 import numpy as np
 
 from ..catalog import Catalog
+from ..errors import Refused
 from ..layout import ClosPlan, Layout, TreeLayout
 from ..spec import Design
-from ..topology import TopologyBuilder, Topology
-from .hosts import MAX_ARCS, add_hosts, cable_latency_ns, check_nic_planes, medium_for, resolve_link_speed
+from ..topology import SWITCH_TIERS, Topology, TopologyBuilder
+from .hosts import add_hosts, check_fits_in_memory, cable_latency_ns, check_nic_planes, medium_for, resolve_link_speed
 
-TIER_NAMES = ("leaf", "spine", "core")
+TIER_NAMES = SWITCH_TIERS
 
 
 def split_ports(radix: int, ratio: float) -> tuple[int, int]:
@@ -86,7 +87,7 @@ def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None, le
             break
     else:
         t = candidates[-1]
-        raise _TooSmall(t, limit)
+        raise Refused(f"{t} tier(s) hold at most {limit:,} endpoints per plane", tiers=t, limit=limit)
     if t == 1:
         return ClosPlan(1, endpoints, radix, (radix[0],), (0,), 1, 1, 1, 0, 0, 0, 0, 0, 0, limit)
     leaves = math.ceil(endpoints / d1)
@@ -103,12 +104,6 @@ def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None, le
                     pods * u1, u1, 1, u1 * cores_per_group, cores_per_group, u2 // cores_per_group, limit)
 
 
-class _TooSmall(ValueError):
-    def __init__(self, tiers: int, limit: int):
-        self.tiers, self.limit = tiers, limit
-        super().__init__(f"{tiers} tier(s) hold at most {limit:,} endpoints per plane")
-
-
 def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int) -> ClosPlan:
     fabric = design.fabric
     models = [catalog.switches[fabric.switch[t]] for t in TIER_NAMES]
@@ -116,15 +111,16 @@ def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int
     ratios = (fabric.oversubscription["leaf"], fabric.oversubscription["spine"])
     try:
         plan = plan_clos(endpoints, radix, ratios, fabric.tiers, fabric.leaf_uplinks)
-    except _TooSmall as err:
-        words = {1: "a single-switch", 2: "a two-tier", 3: "a three-tier"}[err.tiers]
+    except Refused as err:
+        tiers, limit = err.facts["tiers"], err.facts["limit"]
+        words = {1: "a single-switch", 2: "a two-tier", 3: "a three-tier"}[tiers]
         per_plane = f" per plane ({fabric.planes} planes)" if fabric.planes > 1 else ""
         leaf = models[0]
         hint = ("set tiers: 3, add planes, raise oversubscription, or use a switch with more ports"
-                if err.tiers < 3 else "add planes, raise oversubscription, or use a switch with more ports")
+                if tiers < 3 else "add planes, raise oversubscription, or use a switch with more ports")
         raise design.infeasible("fabric.tiers" if fabric.tiers else "cluster",
                                 f"{words} fabric of {leaf.id} ({radix[0]} ports at {link_gbps:g} Gb/s) tops out "
-                                f"at {err.limit:,} NIC ports{per_plane}; this design needs {endpoints:,}",
+                                f"at {limit:,} NIC ports{per_plane}; this design needs {endpoints:,}",
                                 hint) from None
     except ValueError as err:
         where = "fabric.leaf_uplinks" if fabric.leaf_uplinks else "fabric.oversubscription"
@@ -187,9 +183,7 @@ def tree_layout(plan: ClosPlan, planes: int, hosts, models: dict, warnings: list
 def _check_size(design: Design, plan: ClosPlan, server, planes: int) -> None:
     host_links = design.gpus * (2 if server.nvlink_gbps > 0 else 1)
     arcs = 2 * (host_links + planes * plan.endpoints * plan.tiers)
-    if arcs > MAX_ARCS:
-        raise design.infeasible("cluster", f"this fabric has {arcs // 2:,} links, more than topoplan holds in "
-                                f"memory ({MAX_ARCS // 2:,})", "model one pod or plane of it")
+    check_fits_in_memory(design, arcs)
 
 
 def add_tree(builder: TopologyBuilder, plan: ClosPlan, plane: int, endpoints: np.ndarray, endpoint_leaf: np.ndarray,

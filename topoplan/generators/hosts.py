@@ -30,6 +30,15 @@ NS_PER_M = 5.0
 MAX_ARCS = 120_000_000
 
 
+def check_fits_in_memory(design: Design, arcs: int, where: str = "cluster",
+                         hint: str = "model one pod or plane of it") -> None:
+    """The one memory-size guard of the generators: refuse, before any array is allocated, a fabric of more
+    than ``MAX_ARCS`` arcs."""
+    if arcs > MAX_ARCS:
+        raise design.infeasible(where, f"this fabric has {arcs // 2:,} links, more than topoplan holds in "
+                                f"memory ({MAX_ARCS // 2:,})", hint)
+
+
 def medium_for(reach_class: str) -> str:
     return "copper" if reach_class == "in-rack" else "optical"
 
@@ -91,8 +100,8 @@ def add_hosts(builder: TopologyBuilder, design: Design, catalog: Catalog, link_g
 def _add_pcie_trees(builder: TopologyBuilder, design: Design, server: Server, gpus, nics) -> None:
     """``cluster.expand_hosts``: every server's PCIe tree from its catalog template (CPU sockets, PCIe
     switches, the inter-socket link) in place of direct GPU-NIC links, at NCCL-model rates, so GPUs that
-    share a switch or a NIC share its links. Same layout as ``generators/host.py``."""
-    from .host import INTER_SOCKET_GBPS, pcie_GBps
+    share a switch or a NIC share its links. Same layout as ``host/template.py``."""
+    from ..host.template import INTER_SOCKET_GBPS, pcie_GBps
 
     template = server.host
     if not template:

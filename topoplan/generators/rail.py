@@ -32,12 +32,13 @@ import math
 import numpy as np
 
 from ..catalog import Catalog
+from ..errors import Refused
 from ..spec import Design
 from ..topology import Topology, TopologyBuilder
 from ..layout import TreeLayout
 from .clos import (TIER_NAMES, ClosPlan, add_tree, check_ratios_apply, leaf_split, smallest_divisor_at_least,
                    models_present, tree_layout)
-from .hosts import MAX_ARCS, add_hosts, check_nic_planes, resolve_link_speed
+from .hosts import add_hosts, check_fits_in_memory, check_nic_planes, resolve_link_speed
 
 
 def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplinks: int | None, tiers: int | None,
@@ -47,7 +48,7 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     R2, R3 = radix[1], radix[2]
     su = scalable_unit or d1
     if su > d1:
-        raise _Refused("fabric.scalable_unit", f"a scalable unit of {su} servers needs {su} down ports per rail "
+        raise _refused("fabric.scalable_unit", f"a scalable unit of {su} servers needs {su} down ports per rail "
                        f"leaf, but the leaf has {d1}", f"use scalable_unit: {d1} or fewer")
     sus = math.ceil(servers / su)
     leaves = sus * rails
@@ -61,7 +62,7 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
         plan = ClosPlan(1, endpoints, radix, (d1,), (u1,), leaves, leaves, leaves, 0, 0, 0, 0, 0, 0, R2 * su)
         return plan, su, sus, np.arange(leaves, dtype=np.int32)
     if tiers == 1:
-        raise _Refused("fabric.tiers", "a rail fabric of more than one scalable unit needs a spine tier",
+        raise _refused("fabric.tiers", "a rail fabric of more than one scalable unit needs a spine tier",
                        "remove tiers, or set tiers: 2")
     pods2 = rails if per_rail else 1
     leaves_per_pod2 = leaves // pods2
@@ -69,7 +70,7 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     if tiers == 2 or (tiers is None and fits_two) or topology == "rail-only":
         if not fits_two:
             what = "each rail's two-tier Clos" if per_rail else "a two-tier rail-optimized fabric"
-            raise _Refused("fabric.tiers" if tiers else "cluster",
+            raise _refused("fabric.tiers" if tiers else "cluster",
                            f"{what} holds at most {R2} leaves ({R2 // (1 if per_rail else rails)} SUs of {su} "
                            f"servers); this design needs {leaves_per_pod2}",
                            "set tiers: 3 (rail-optimized), add planes, or use a switch with more ports"
@@ -88,13 +89,13 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     else:
         sus_per_pod = d2 // rails
         if sus_per_pod < 1:
-            raise _Refused("fabric.switch", f"a {R2}-port spine cannot hold one leaf per rail ({rails} rails)",
+            raise _refused("fabric.switch", f"a {R2}-port spine cannot hold one leaf per rail ({rails} rails)",
                            "use a spine with more ports")
         pods = math.ceil(sus / sus_per_pod)
         leaf_pod = su_of_leaf // sus_per_pod
         leaves_per_pod = sus_per_pod * rails
     if pods > R3:
-        raise _Refused("fabric.tiers" if tiers else "cluster", f"a three-tier rail fabric holds at most {R3} pods; "
+        raise _refused("fabric.tiers" if tiers else "cluster", f"a three-tier rail fabric holds at most {R3} pods; "
                        f"this design needs {pods}", "add planes, or use switches with more ports")
     spines_per_pod = smallest_divisor_at_least(u1, leaves_per_pod * u1 / d2)  # divisor rule inside a pod
     cores_per_group = smallest_divisor_at_least(u2, pods * u2 / R3)
@@ -104,10 +105,8 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     return plan, su, sus, leaf_pod.astype(np.int32)
 
 
-class _Refused(ValueError):
-    def __init__(self, path: str, message: str, hint: str):
-        self.path, self.message, self.hint = path, message, hint
-        super().__init__(message)
+def _refused(path: str, message: str, hint: str) -> Refused:
+    return Refused(message, path, hint)
 
 
 def generate(design: Design, catalog: Catalog) -> Topology:
@@ -129,16 +128,14 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     try:
         plan, su, sus, leaf_pod = plan_rail(design.cluster.servers, rails, radix, ratios, fabric.leaf_uplinks,
                                             fabric.tiers, fabric.topology, fabric.aggregation, fabric.scalable_unit)
-    except _Refused as err:
+    except Refused as err:
         raise design.infeasible(err.path, err.message, err.hint) from None
     except ValueError as err:
         raise design.infeasible("fabric.leaf_uplinks" if fabric.leaf_uplinks else "fabric.oversubscription",
                                 str(err), "use a split the port count allows") from None
     check_ratios_apply(design, plan)
     arcs = 2 * (design.gpus * 2 + planes * plan.endpoints * plan.tiers)
-    if arcs > MAX_ARCS:
-        raise design.infeasible("cluster", f"this fabric has {arcs // 2:,} links, more than topoplan holds in memory",
-                                "model one pod or plane of it")
+    check_fits_in_memory(design, arcs)
 
     builder = TopologyBuilder(design.name)
     hosts = add_hosts(builder, design, catalog, link_gbps)

@@ -40,7 +40,7 @@ from ..catalog import Catalog
 from ..layout import ALL_RELAY_KINDS, GridLayout, Layout
 from ..spec import Design
 from ..topology import Topology, TopologyBuilder
-from .hosts import MAX_ARCS, cable_latency_ns
+from .hosts import cable_latency_ns, check_fits_in_memory
 
 
 def walecki_odd(n: int) -> list[list[int]]:
@@ -154,9 +154,7 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     col_links = ring_links(rows, col_rails, assignment)
     circuits = rows * sum(a.size for a, _, _ in row_links) + columns * sum(a.size for a, _, _ in col_links)
     arcs = 2 * (nodes * c * (c - 1) // 2 + circuits)
-    if arcs > MAX_ARCS:
-        raise design.infeasible("fabric.railx", f"this fabric has {arcs // 2:,} links, more than topoplan holds "
-                                "in memory", "model a smaller grid")
+    check_fits_in_memory(design, arcs, "fabric.railx", "model a smaller grid")
 
     builder = TopologyBuilder(design.name)
     node = np.arange(nodes, dtype=np.int64)

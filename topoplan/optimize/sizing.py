@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from ..catalog import Catalog
+from ..errors import Refused
 from ..cost import REACH_REQUIRED_M, cage_of, cheapest, choose_optics
 from ..generators.clos import TIER_NAMES, plan_clos, split_ports
 from ..generators.hosts import link_speed
@@ -60,8 +61,7 @@ class _Choice:
     tier_optics: tuple      # per link tier: (cable cents, [(part cents, cage ports num, den, ends per link)])
 
 
-class SizingError(ValueError):
-    """No plan meets the constraints (the reason is the message)."""
+SizingError = Refused  # no plan meets the constraints (the reason is the message)
 
 
 def _optics(catalog: Catalog, reach: str, ends: list, speed: float):

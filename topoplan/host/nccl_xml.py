@@ -14,7 +14,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from ..errors import Problem, SpecError
-from ..hostgraph import HostGraph
+from .graph import HostGraph
 
 # "x GT/s" -> NCCL's per-lane figure (units of 100 Mb/s), from topo.cc
 _LANE = {"2.5": 15, "5": 30, "5.0": 30, "8": 60, "8.0": 60, "16": 120, "16.0": 120, "32": 240, "32.0": 240,

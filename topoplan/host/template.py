@@ -12,7 +12,7 @@ Counts: ``sockets`` CPUs, ``len(switches)`` PCIe switches, the server's GPUs and
 from __future__ import annotations
 
 from ..catalog import Catalog, Server
-from ..hostgraph import HostGraph
+from .graph import HostGraph
 
 # NCCL's per-lane figure (100 Mb/s units) by PCIe generation; GB/s = lanes * figure / 80
 _LANE = {1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480, 7: 960}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from ..errors import Problem, SpecError
-from ..hostgraph import HostGraph
+from .graph import HostGraph
 
 TOKEN = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS")
 DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx5_\d+)$")
