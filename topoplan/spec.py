@@ -245,7 +245,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
                           "add 'leaf: <switch id>'")
             last = None
             for tier in TIER_NAMES:
-                last = switch.get(tier, last)
+                last = switch[tier] if tier in switch else last
                 if last is not None:
                     switch_ids[tier] = last
         railx = fabric["railx"]
