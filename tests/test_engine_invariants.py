@@ -138,7 +138,7 @@ def bundles(topology) -> np.ndarray:
 
 def upgrades(topology, load, rng, whole_bundles=False):
     """Capacity upgrades, each on top of the one before (so each step only adds capacity): the links of the
-    bottleneck arcs x2, then a random third of all links by random factors in [1, 4], then another.
+    bottleneck arcs x2, then a random third of all links by random factors in [1, 4].
     ``whole_bundles``: every parallel link of a bundle gets its bundle's largest factor."""
     links = topology.num_arcs // 2
     seconds = load / topology.capacity_gbps
@@ -146,9 +146,8 @@ def upgrades(topology, load, rng, whole_bundles=False):
     if seconds.max(initial=0) > 0:
         factor[np.flatnonzero(seconds >= seconds.max() * (1 - 1e-9)) // 2] = 2.0
     steps = [("the bottleneck links x2", factor)]
-    for what in ("a random third of the links", "another random third"):
-        factor = factor * np.where(rng.random(links) < 1 / 3, rng.uniform(1.0, 4.0, links), 1.0)
-        steps.append((what, factor))
+    factor = factor * np.where(rng.random(links) < 1 / 3, rng.uniform(1.0, 4.0, links), 1.0)
+    steps.append(("a random third of the links", factor))
     if whole_bundles:
         bundle = bundles(topology)
         steps = [(what + " (whole bundles)", np.maximum.reduceat(f[np.argsort(bundle, kind="stable")],
@@ -281,7 +280,7 @@ HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 
 @pytest.mark.parametrize("fabric,engine", [c for c in CASES if c.values[1] != "optimal"])
-@settings(max_examples=8, deadline=None, suppress_health_check=HEALTH)
+@settings(max_examples=6, deadline=None, suppress_health_check=HEALTH)
 @given(data=st.data(), seed=st.integers(0, 2**16), qps=st.sampled_from([1, 1, 3]))
 def test_invariants_on_random_demands(fabric, engine, data, seed, qps):
     topology = fabric_topology(fabric)
@@ -318,7 +317,7 @@ def test_invariants_on_collective_demands(fabric, engine):
     for name, demand in _structured(topology):
         # runtime: hashing follows every pair, the generic ecmp searches from every destination, and on the
         # 21-leaf fabric each LP solve takes 0.1-0.8 s (four a check): the world all-to-all covers them there
-        if engine == "ecmp-hash" and demand.pairs()[0].size > 10_000:
+        if engine == "ecmp-hash" and demand.pairs()[0].size > 6_000:
             continue
         if big and ((engine == "ecmp-generic" and name != "world ring") or
                     (engine == "optimal" and name != "world all-to-all")):
