@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 
 import numpy as np
 import pytest
@@ -150,9 +149,12 @@ def upgrades(topology, load, rng, whole_bundles=False):
     steps.append(("a random third of the links", factor))
     if whole_bundles:
         bundle = bundles(topology)
-        steps = [(what + " (whole bundles)", np.maximum.reduceat(f[np.argsort(bundle, kind="stable")],
-                                                                   np.r_[0, np.flatnonzero(np.diff(np.sort(bundle))) + 1])[bundle])
-                 for what, f in steps]
+        rounded = []
+        for what, f in steps:
+            largest = np.ones(int(bundle.max()) + 1)
+            np.maximum.at(largest, bundle, f)
+            rounded.append((what + " (whole bundles)", largest[bundle]))
+        steps = rounded
     return steps
 
 
@@ -173,7 +175,6 @@ def reachable(topology, src, dst) -> np.ndarray:
     rows = np.concatenate([np.flatnonzero(relay), s[touch]])
     cols = np.concatenate([component[relay], component[d[touch]]])
     member = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, int(component.max()) + 1))
-    member.data[:] = 1.0
     shared = np.asarray(member[src].multiply(member[dst]).sum(axis=1)).ravel() > 0
     direct = sp.csr_matrix((np.ones(s.size), (s, d)), shape=(n, n))
     return shared | (np.asarray(direct[src, dst]).ravel() > 0)
@@ -280,7 +281,7 @@ HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 
 @pytest.mark.parametrize("fabric,engine", [c for c in CASES if c.values[1] != "optimal"])
-@settings(max_examples=6, deadline=None, suppress_health_check=HEALTH)
+@settings(max_examples=5, deadline=None, suppress_health_check=HEALTH)
 @given(data=st.data(), seed=st.integers(0, 2**16), qps=st.sampled_from([1, 1, 3]))
 def test_invariants_on_random_demands(fabric, engine, data, seed, qps):
     topology = fabric_topology(fabric)
@@ -340,9 +341,12 @@ def _leaf_of_gpu(topology):
 
 
 def _tree_orbits(topology):
-    """Arc classes that are single orbits of the automorphisms of a uniform fat-tree with full leaves and
-    pods (permute GPUs within a leaf, leaves within a pod, pods, spines with their cores, parallel links),
-    restricted below to demands those automorphisms preserve: (tail kind, head kind, tail tier, head tier)."""
+    """Arc classes (tail kind, head kind, tail tier, head tier) of a uniform fat-tree with full leaves and
+    pods, each a single orbit of the automorphisms that preserve the demands of ``_symmetric_demands``:
+    the world all-to-all is preserved by all of them (permute GPUs within a leaf, leaves within a pod,
+    pods, spines with their cores, parallel links); the leaf shift (pod swap) by rotating the leaves
+    (swapping the pods), permuting GPU positions alike in every leaf and permuting spines with their cores,
+    which is still transitive on every class."""
     k, t = topology.kind.astype(np.int64), topology.tier.astype(np.int64)
     return k[topology.src] * 1000 + k[topology.dst] * 100 + (t[topology.src] + 1) * 10 + (t[topology.dst] + 1)
 
@@ -445,7 +449,7 @@ BOUND_FABRICS = ("fat-tree-2tier", "fat-tree-3tier-lp", "fat-tree-oversubscribed
 
 
 @pytest.mark.parametrize("fabric", BOUND_FABRICS)
-@settings(max_examples=6, deadline=None, suppress_health_check=HEALTH)
+@settings(max_examples=5, deadline=None, suppress_health_check=HEALTH)
 @given(data=st.data())
 def test_ecmp_and_optimal_meet_the_cut_bound(fabric, data):
     """On a fat-tree whose leaves reach every spine of their pod alike, and whose pods reach the cores alike,
@@ -517,14 +521,11 @@ def _switch_links(topology, a, b):
     return np.flatnonzero(((s == a) & (d == b)) | ((s == b) & (d == a)))
 
 
-@pytest.mark.xfail(strict=True, reason="lp.route merges parallel links into one variable of their summed capacity "
-                   "and splits its flow evenly over them: when one link of a bundle is upgraded, the LP routes "
-                   "more over the bundle and overloads the links not upgraded, so adding capacity raises the "
-                   "phase time (0.040 s -> 0.053 s here)")
-def test_optimal_upgrading_part_of_a_bundle_never_slows_the_phase():
-    """Invariant 5 for the LP, step by step on the 3:1 fabric: leaf 0 sends everything to leaf 1 (the
-    uplinks are the bottleneck); 1) double both leaves' 6 links to spine 0, so the LP shifts traffic there;
-    2) also upgrade ONE of leaf 0's 6 links to spine 1 x4. Step 2 only adds capacity."""
+@functools.lru_cache(maxsize=None)
+def _bundle_upgrade_times():
+    """Phase times under ``optimal`` on the 3:1 fabric, leaf 0 sending everything to leaf 1 (the uplinks are
+    the bottleneck): as built; 1) with both leaves' 6 links to spine 0 doubled; 2) with, on top of that, ONE
+    of leaf 0's 6 links to spine 1 x4. Each step only adds capacity."""
     topology = fabric_topology("fat-tree-oversubscribed")
     gpus = topology.gpus
     demand = Demand(gpus[:36], gpus[36:72], 1e9)
@@ -537,9 +538,25 @@ def test_optimal_upgrading_part_of_a_bundle_never_slows_the_phase():
     step1 = with_capacity(topology, factor)
     factor[_switch_links(topology, leaves[0], spines[1])[0]] = 4.0
     step2 = with_capacity(topology, factor)
-    times = [phase_time(t, run(t, demand, "optimal").load) for t in (topology, step1, step2)]
-    assert times[1] < times[0]  # the LP does use the first upgrade
-    assert times[2] <= times[1] * (1 + 1e-6), times
+    return tuple(phase_time(t, run(t, demand, "optimal").load) for t in (topology, step1, step2))
+
+
+def test_optimal_uses_added_capacity():
+    """ECMP ignores capacities; the LP must move traffic onto the upgraded bundles: 6 + 12 uplink-equivalents
+    of leaf 0 instead of 12, so 0.06 s -> 0.04 s."""
+    built, step1, _ = _bundle_upgrade_times()
+    assert built == pytest.approx(0.06, rel=1e-6)
+    assert step1 == pytest.approx(0.04, rel=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="lp.route merges parallel links into one variable of their summed capacity "
+                   "and splits its flow evenly over them: when one link of a bundle is upgraded, the LP routes "
+                   "more over the bundle and overloads the links not upgraded, so adding capacity raises the "
+                   "phase time (0.040 s -> 0.053 s here)")
+def test_optimal_upgrading_part_of_a_bundle_never_slows_the_phase():
+    """Invariant 5 for the LP, step 2 of ``_bundle_upgrade_times`` after step 1."""
+    _, step1, step2 = _bundle_upgrade_times()
+    assert step2 <= step1 * (1 + 1e-6), (step1, step2)
 
 
 def _cross_rail_pair(topology):
@@ -599,11 +616,12 @@ def test_unroutable_zero_byte_flows_count_alike():
 def _broken(kind):
     """A router that breaks exactly one invariant."""
     def router(topology, demand, engine, **options):
-        load = run(topology, demand, engine, **options).load.copy()
+        routed = run(topology, demand, engine, **options)
+        load = routed.load.copy()
         total = float(demand.pairs()[2].sum())
         network = (topology.kind[topology.src] != KIND["gpu"]) & (topology.kind[topology.dst] != KIND["gpu"])
         if kind == "negative":      # a link's two arcs lowered alike, one below zero: conserved, linear
-            switch = topology.kind[topology.src] == topology.kind[topology.dst]
+            switch = (topology.kind[topology.src] == KIND["switch"]) & (topology.kind[topology.dst] == KIND["switch"])
             arc = int(np.flatnonzero(switch)[np.argmax(load[switch])])
             cut = 2 * load[arc]
             load[arc] -= cut
@@ -615,12 +633,15 @@ def _broken(kind):
         elif kind == "capacity":    # a 2-cycle growing with capacity: linear, conserved, slower when upgraded
             cap = topology.capacity_gbps / topology.capacity_gbps.min()
             load[network] += 10 * total * cap[network] ** 2
-        return dataclasses.replace(run(topology, demand, engine, **options), load=load)
+        elif kind == "unrouted":    # claims a pair it routed was unreachable
+            return dataclasses.replace(routed, unreachable_pairs=routed.unreachable_pairs + 1)
+        return dataclasses.replace(routed, load=load)
     return router
 
 
 @pytest.mark.parametrize("kind,message", [("negative", "negative load"), ("leak", "conservation"),
-                                          ("nonlinear", "not linear"), ("capacity", "capacity")])
+                                          ("nonlinear", "not linear"), ("capacity", "capacity"),
+                                          ("unrouted", "unreachable pairs")])
 def test_checker_catches_broken_engines(kind, message):
     topology = fabric_topology("fat-tree-2tier")
     gpus = topology.gpus
