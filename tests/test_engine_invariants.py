@@ -513,7 +513,7 @@ def test_engines_refuse_fabrics_they_do_not_model(fabric):
         run(topology, demand, "no-such-engine")
 
 
-# --- engine bugs found by these invariants (strict xfails: they turn into failures once fixed) ----------
+# --- engine bugs these invariants found (fixed; kept as regressions) ------------------------------------
 
 def _switch_links(topology, a, b):
     """Links between switch ``a`` and switch ``b``, either way."""
@@ -549,32 +549,24 @@ def test_optimal_uses_added_capacity():
     assert step1 == pytest.approx(0.04, rel=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="lp.route merges parallel links into one variable of their summed capacity "
-                   "and splits its flow evenly over them: when one link of a bundle is upgraded, the LP routes "
-                   "more over the bundle and overloads the links not upgraded, so adding capacity raises the "
-                   "phase time (0.040 s -> 0.053 s here)")
 def test_optimal_upgrading_part_of_a_bundle_never_slows_the_phase():
     """Invariant 5 for the LP, step 2 of ``_bundle_upgrade_times`` after step 1."""
     _, step1, step2 = _bundle_upgrade_times()
     assert step2 <= step1 * (1 + 1e-6), (step1, step2)
 
 
-def _cross_rail_pair(topology):
-    """GPU 0 (server 0, rail 0) and a GPU of server 1 on rail 1: no path on a rail-only fabric."""
+def _rail_only_cross_pair():
+    """The rail-only fabric, GPU 0 (server 0, rail 0), a GPU of server 1 on rail 1 (no path between them),
+    and all GPUs."""
+    topology = fabric_topology("rail-only")
     gpus = topology.gpus
     b = gpus[(topology.server[gpus] == 1) & (topology.rail[gpus] == 1)][0]
     assert not reachable(topology, [gpus[0]], [b])[0]
-    return gpus[0], b
+    return topology, gpus[0], b, gpus
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="the optimal engine accepts rail-only fabrics but puts unroutable leaf pairs in its LP: "
-                          "'the optimal-routing LP did not solve: INFEASIBLE' instead of counting them unreachable "
-                          "as clos, ecmp and ecmp-hash do")
 def test_optimal_reports_unreachable_pairs():
-    topology = fabric_topology("rail-only")
-    a, b = _cross_rail_pair(topology)
-    gpus = topology.gpus
+    topology, a, b, gpus = _rail_only_cross_pair()
     demand = Demand([a, gpus[0]], [b, gpus[8]], [1e6, 2e6])  # one unroutable flow, one on rail 0
     want = run(topology, demand, "ecmp")
     assert want.unreachable_pairs == 1
@@ -583,24 +575,29 @@ def test_optimal_reports_unreachable_pairs():
     assert phase_time(topology, got.load) <= phase_time(topology, want.load) * (1 + 1e-9)
 
 
-@pytest.mark.xfail(strict=True, reason="clos.route (which ecmp, and optimal, run on trees) never fills "
-                   "Routed.unreachable_bytes: 0 where the generic ecmp and ecmp-hash report the lost bytes")
 def test_unreachable_bytes_are_reported():
-    topology = fabric_topology("rail-only")
-    a, b = _cross_rail_pair(topology)
+    topology, a, b, _ = _rail_only_cross_pair()
     demand = Demand([a], [b], 5e6)
-    for engine in ("ecmp-generic", "ecmp-hash", "ecmp"):
+    for engine in ("ecmp-generic", "ecmp-hash", "ecmp", "optimal"):
         routed = run(topology, demand, engine)
         assert (routed.unreachable_pairs, routed.unreachable_bytes) == (1, 5e6), engine
 
 
-@pytest.mark.xfail(strict=True, reason="a zero-byte flow with no path: clos counts it unreachable, ecmp-hash never "
-                   "does, the generic ecmp only when a flow with bytes to the same destination block is lost too, "
-                   "so counts differ between ecmp and the clos form standing in for it, and are not additive")
+def test_unreachable_all_to_all_pairs_count_alike():
+    """An all-to-all over two servers' GPUs on a rail-only fabric: every cross-server pair on different rails
+    is lost, 2 x 8 x 7 = 112 pairs; the closed form's member counts must agree with the per-flow engines."""
+    topology, _, _, gpus = _rail_only_cross_pair()
+    members = gpus[np.isin(topology.server[gpus], (0, 1))]
+    assert members.size == 16
+    demand = Demand(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), members[None, :], 3e5)
+    for engine in ("ecmp", "ecmp-generic", "ecmp-hash", "optimal"):
+        routed = run(topology, demand, engine)
+        assert routed.unreachable_pairs == 112, engine
+        assert routed.unreachable_bytes == pytest.approx(112 * 3e5, rel=1e-12), engine
+
+
 def test_unroutable_zero_byte_flows_count_alike():
-    topology = fabric_topology("rail-only")
-    a, b = _cross_rail_pair(topology)
-    gpus = topology.gpus
+    topology, a, b, gpus = _rail_only_cross_pair()
     zero = Demand([a], [b], 0.0)
     lost = Demand([gpus[1]], [gpus[8]], 1.0)  # server 0 rail 1 -> server 1 rail 0: no path either
     both = Demand([a, gpus[1]], [b, gpus[8]], [0.0, 1.0])

@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from topoplan.cli import main
 from topoplan.cost import bill_of_materials
+from topoplan.errors import Refused
 from topoplan.generators import generate
-from topoplan.optimize.sizing import SizingError, plan_cost, size_cheapest, size_fat_tree
+from topoplan.optimize.sizing import plan_cost, size_cheapest, size_fat_tree
 from topoplan.spec import design_from_data
 
 CASES = [  # gpus, server, planes, switches, ratio, tiers
@@ -76,9 +77,9 @@ def test_sizing_mixes_models_when_that_is_cheaper(catalog):
 
 
 def test_sizing_says_why_nothing_fits(catalog):
-    with pytest.raises(SizingError, match="no 2-tier fat-tree of these switches fits 65,536 GPUs"):
+    with pytest.raises(Refused, match="no 2-tier fat-tree of these switches fits 65,536 GPUs"):
         size_fat_tree(catalog, "dgx-h100", 65536, 1, ["nvidia-qm9700"], 1.0, 2)
-    with pytest.raises(SizingError, match="not a whole number"):
+    with pytest.raises(Refused, match="not a whole number"):
         size_cheapest(catalog, "dgx-h100", 1020, 1, ["nvidia-qm9700"], 1.0)
 
 

@@ -23,12 +23,21 @@ class Metric:
     target: str = ""          # spec ``targets`` key, "" when none
     integer_target: bool = False  # the target takes a whole number
     compared: bool = True     # compare / check --baseline show and judge it
-    objective: bool = False   # the optimizer can rank candidates on it
+    objective: bool = False   # the optimizer ranks candidates on it (one design-wide, one per collective)
 
     @property
     def sense(self) -> str:
         """``max`` (a target is an upper limit) or ``min``."""
         return "max" if self.better == "lower" else "min"
+
+    @property
+    def key(self) -> str:
+        """Its name as one key (``cost.per_gpu_usd`` -> ``cost_per_gpu_usd``), as the optimizer's figures use."""
+        return self.path.replace(".", "_")
+
+    def ranked(self, value: float) -> float:
+        """``value`` turned so that lower ranks better."""
+        return value if self.better == "lower" else -value
 
     def get(self, report: dict):
         value = report
@@ -80,3 +89,12 @@ def target_metrics() -> dict:
     out = {m.target: (m, False) for m in REPORT_METRICS if m.target}
     out.update({m.target: (m, True) for m in COLLECTIVE_METRICS if m.target})
     return out
+
+
+def objectives() -> tuple[Metric, Metric]:
+    """The optimizer's two axes: the design-wide objective metric, and the per-collective one (which the
+    optimizer sums over the collectives with the space's weights)."""
+    design = [m for m in REPORT_METRICS if m.objective]
+    collective = [m for m in COLLECTIVE_METRICS if m.objective]
+    assert len(design) == len(collective) == 1, "exactly one objective per table"
+    return design[0], collective[0]

@@ -15,6 +15,7 @@ from .catalog import Catalog
 from .errors import InfeasibleDesign, SpecError, did_you_mean
 from .schema import (MISSING, Bool, Context, Dict, Enum, Int, Key, List, Map, Num, Obj, OneOf, Parsed, Str,
                      has_missing)
+from .flow import ENGINES
 from .flow import algorithms as _algorithms
 from .metrics import Metric, target_metrics
 from .topology import SWITCH_TIERS
@@ -28,7 +29,7 @@ MAX_GPUS = 4_194_304
 TOPOLOGIES = ("fat-tree", "rail-optimized", "rail-only", "railx")
 TIER_NAMES = SWITCH_TIERS  # one vocabulary: topology.py defines the tiers
 REACH_CLASSES = ("in-rack", "in-row", "cross-row")
-ROUTINGS = ("ecmp", "ecmp-hash", "optimal")
+ROUTINGS = tuple(name for name, engine in ENGINES.items() if not engine.stands_in_for)  # what a user may ask for
 PARALLEL_GROUPS = ("tp", "cp", "dp", "pp", "ep", "world")  # (node group ids are topology.GROUPS)
 PARALLEL_DIMS = ("tp", "cp", "dp", "pp", "ep")
 ORDER_DIMS = ("tp", "cp", "dp", "pp")
@@ -240,7 +241,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
                 if sid not in catalog.switches:
                     ctx.error(("fabric", "switch", tier), f"unknown switch '{sid}'",
                               did_you_mean(sid, catalog.switches))
-            if "leaf" not in switch and switch:
+            if "leaf" not in switch:  # an empty mapping too
                 ctx.error(("fabric", "switch"), "per-tier switches must name the leaf switch",
                           "add 'leaf: <switch id>'")
             last = None

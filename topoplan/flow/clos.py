@@ -128,9 +128,10 @@ def route(topology: Topology, demand: Demand) -> Routed:
     pod_in = np.zeros(ix.planes * ix.pods)
     src, dst, size = demand.src, demand.dst, demand.bytes
     keep = src != dst
-    unreachable = _add_pairs(topology, ix, src[keep], dst[keep], size[keep], agg, pod_out, pod_in)
+    lost_pairs, lost_bytes = _add_pairs(topology, ix, src[keep], dst[keep], size[keep], agg, pod_out, pod_in)
     if demand.has_a2a:
-        unreachable += _add_all_to_all(topology, ix, demand.a2a_members, demand.a2a_bytes, agg, pod_out, pod_in)
+        pairs, lost = _add_all_to_all(topology, ix, demand.a2a_members, demand.a2a_bytes, agg, pod_out, pod_in)
+        lost_pairs, lost_bytes = lost_pairs + pairs, lost_bytes + lost
 
     cat, s, d = ix.category, topology.src, topology.dst
     load = np.zeros(topology.num_arcs)
@@ -152,14 +153,14 @@ def route(topology: Topology, demand: Demand) -> Routed:
     load[arcs] = pod_out[pod_key[s[arcs]]] / ix.spines_in_pod[pod_key[s[arcs]]] / ix.up_arcs[s[arcs]]
     arcs = cat == SPINE_DOWN
     load[arcs] = pod_in[pod_key[d[arcs]]] / ix.spines_in_pod[pod_key[d[arcs]]] / ix.down_arcs[d[arcs]]
-    return Routed(load, unreachable_pairs=unreachable)
+    return Routed(load, unreachable_pairs=lost_pairs, unreachable_bytes=lost_bytes)
 
 
-def _add_pairs(topology, ix: ClosIndex, a, b, w, agg, pod_out, pod_in) -> int:
-    """Add explicit flows; returns the number that cannot be routed."""
+def _add_pairs(topology, ix: ClosIndex, a, b, w, agg, pod_out, pod_in) -> tuple[int, float]:
+    """Add explicit flows; returns the number of flows with bytes that cannot be routed, and their bytes."""
     n = topology.num_nodes
     if a.size == 0:
-        return 0
+        return 0, 0.0
     nic_a, nic_b = ix.nic_of_gpu[a], ix.nic_of_gpu[b]
     same_server = topology.server[a] == topology.server[b]
     same_nic = nic_a == nic_b
@@ -189,7 +190,8 @@ def _add_pairs(topology, ix: ClosIndex, a, b, w, agg, pod_out, pod_in) -> int:
         far = np.where(pod_a != pod_b, share, 0.0)
         pod_out += np.bincount(pod_a, far, pod_out.size)
         pod_in += np.bincount(pod_b, far, pod_in.size)
-    return int(lost.sum())
+    lost &= w > 0
+    return int(lost.sum()), float(w[lost].sum())
 
 
 def _members_alike(groups: np.ndarray, unit: np.ndarray) -> np.ndarray:
@@ -200,8 +202,9 @@ def _members_alike(groups: np.ndarray, unit: np.ndarray) -> np.ndarray:
     return counts[inverse].reshape(g, p)
 
 
-def _add_all_to_all(topology, ix: ClosIndex, members, b: float, agg, pod_out, pod_in) -> int:
-    """Add all-to-all groups by member counts per subtree; returns the number of unroutable pairs."""
+def _add_all_to_all(topology, ix: ClosIndex, members, b: float, agg, pod_out, pod_in) -> tuple[int, float]:
+    """Add all-to-all groups by member counts per subtree; returns the number of unroutable pairs and their
+    bytes (none when the pairs carry no bytes)."""
     n = topology.num_nodes
     p = members.shape[1]
     nics = ix.nic_of_gpu[members]
@@ -237,4 +240,6 @@ def _add_all_to_all(topology, ix: ClosIndex, members, b: float, agg, pod_out, po
         far = ((leaving(pods) - lost) * b / ix.planes).ravel()
         pod_out += np.bincount(pods.ravel(), far, pod_out.size)
         pod_in += np.bincount(pods.ravel(), far, pod_in.size)
-    return int(lost.sum())
+    if b <= 0:
+        return 0, 0.0
+    return int(lost.sum()), float(lost.sum()) * b

@@ -26,7 +26,6 @@ import heapq
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..topology import KIND, Topology
 from .engine import Routed
@@ -63,6 +62,7 @@ class RoutingGraph:
 
 
 def routing_graph(topology: Topology, arc_mask: np.ndarray | None = None) -> RoutingGraph:
+    import scipy.sparse as sp  # lazily: loading a spec or the CLI needs no scipy
     n = topology.num_nodes
     arcs = np.arange(topology.num_arcs) if arc_mask is None else np.flatnonzero(arc_mask)
     weight = arc_weights(topology)[arcs]
@@ -179,11 +179,12 @@ def route(topology: Topology, demand: Demand, arc_mask: np.ndarray | None = None
 
 
 def _count_lost_pairs(demand: Demand, targets: np.ndarray, dist: np.ndarray, a2a_group_of) -> int:
+    """Flows with bytes and no path (a flow of zero bytes needs no path, as in every engine)."""
     col_of = np.full(dist.shape[0], -1, dtype=np.int64)
     col_of[targets] = np.arange(targets.size)
-    keep = (demand.src != demand.dst) & (col_of[demand.dst] >= 0)
+    keep = (demand.src != demand.dst) & (col_of[demand.dst] >= 0) & (demand.bytes > 0)
     count = int((dist[demand.src[keep], col_of[demand.dst[keep]]] < 0).sum())
-    if a2a_group_of is not None:
+    if a2a_group_of is not None and demand.a2a_bytes > 0:
         rows = a2a_group_of[targets]
         inside = np.flatnonzero(rows >= 0)
         if inside.size:

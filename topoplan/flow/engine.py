@@ -20,7 +20,8 @@ from ..errors import EngineRefused, Refusal
 
 @dataclass
 class Routed:
-    """Bytes per arc, and what could not be routed."""
+    """Bytes per arc, and what could not be routed: the flows that carry bytes and have no path (a flow of
+    zero bytes needs none), counted per (source, destination) pair whatever the queue pairs, and their bytes."""
 
     load: np.ndarray
     unreachable_pairs: int = 0

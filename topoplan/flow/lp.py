@@ -19,7 +19,6 @@ For small and medium fabrics (the LP has commodities x fabric arcs variables); l
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import EngineRefused, Refusal
 from ..topology import KIND, Topology
@@ -34,6 +33,7 @@ _PDLP_PARAMETERS = ("termination_criteria { simple_optimality_criteria { eps_opt
 
 def leaf_demands(topology: Topology, ix, demand: Demand) -> sp.csr_matrix:
     """``N x N`` sparse bytes from each source leaf to each destination leaf, over all planes."""
+    import scipy.sparse as sp  # lazily: loading a spec or the CLI needs no scipy
     n = topology.num_nodes
     rows, cols, vals = [], [], []
     src, dst, size = demand.src, demand.dst, demand.bytes
@@ -58,6 +58,11 @@ def leaf_demands(topology: Topology, ix, demand: Demand) -> sp.csr_matrix:
             pairs = (counts.T @ counts).tocsr()
             pairs.setdiag(0)
             matrix = matrix + pairs * (demand.a2a_bytes / ix.planes)
+    if ix.isolated_pods:  # no path between pods (rail-only rails): clos.route counts those flows unreachable
+        coo = matrix.tocoo()
+        pod = topology.pod
+        matrix = sp.csr_matrix((np.where(pod[coo.row] == pod[coo.col], coo.data, 0.0), (coo.row, coo.col)),
+                               shape=(n, n))
     matrix.eliminate_zeros()
     return matrix
 
@@ -69,6 +74,7 @@ def refusal(topology: Topology) -> Refusal | None:
 
 
 def route(topology: Topology, demand: Demand) -> Routed:
+    import scipy.sparse as sp  # lazily: loading a spec or the CLI needs no scipy
     refused = refusal(topology)
     if refused is not None:
         raise EngineRefused(refused)
@@ -85,9 +91,10 @@ def route(topology: Topology, demand: Demand) -> Routed:
     switches = np.flatnonzero(topology.kind == KIND["switch"])
     local = np.full(topology.num_nodes, -1, dtype=np.int64)
     local[switches] = np.arange(switches.size)
-    # parallel arcs between the same two switches share one variable (split evenly afterwards)
+    # parallel arcs between the same two switches share one variable of their summed capacity, split in
+    # proportion to capacity afterwards, so that every arc of the bundle runs at the bundle's utilization
     pair_key = topology.src[fabric_arcs].astype(np.int64) * topology.num_nodes + topology.dst[fabric_arcs]
-    pairs, pair_of_arc, multiplicity = np.unique(pair_key, return_inverse=True, return_counts=True)
+    pairs, pair_of_arc = np.unique(pair_key, return_inverse=True)
     pair_capacity = np.bincount(pair_of_arc, weights=topology.capacity_gbps[fabric_arcs])
     pair_src, pair_dst = pairs // topology.num_nodes, pairs % topology.num_nodes
     k_count, v_count, a_count = sources.size, switches.size, pairs.size
@@ -118,7 +125,7 @@ def route(topology: Topology, demand: Demand) -> Routed:
     upper = np.concatenate([supply.ravel(), np.zeros(a_count)])
     values = _solve(matrix, lower, upper, u_column)
     flows = values[:u_column].reshape(k_count, a_count).sum(axis=0) * scale
-    optimal = flows[pair_of_arc] / multiplicity[pair_of_arc]
+    optimal = flows[pair_of_arc] * topology.capacity_gbps[fabric_arcs] / pair_capacity[pair_of_arc]
     # ECMP's routing is one feasible point of the LP: keep it if the solver's answer is no better
     # (first-order solvers end within a tolerance of the optimum)
     utilization = lambda x: float((x / topology.capacity_gbps[fabric_arcs]).max())

@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import EngineRefused, Refusal
 from ..topology import Topology
@@ -220,6 +219,7 @@ class _Loads:
 
 def _add_pairs(loads: _Loads, fractions: dict, src_node, src_chip, dst_node, dst_chip, size):
     """Explicit flows: aggregate bytes by (landing key, class), then multiply by the class fractions."""
+    import scipy.sparse as sp  # lazily: loading a spec or the CLI needs no scipy
     index = loads.index
     C, R, c = index.columns, index.rows, index.chips
     ca, ra, cb, rb = src_node % C, src_node // C, dst_node % C, dst_node // C

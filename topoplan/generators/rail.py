@@ -43,13 +43,13 @@ from .hosts import add_hosts, check_fits_in_memory, check_nic_planes, resolve_li
 
 def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplinks: int | None, tiers: int | None,
               topology: str, aggregation: str, scalable_unit: int | None):
-    """Size one plane. Returns (plan, SU size, SU count, leaf_pod); raises ``ValueError`` with the reason."""
+    """Size one plane. Returns (plan, SU size, SU count, leaf_pod); raises ``Refused`` with the reason."""
     d1, u1 = leaf_split(radix[0], ratios[0], leaf_uplinks)
     R2, R3 = radix[1], radix[2]
     su = scalable_unit or d1
     if su > d1:
-        raise _refused("fabric.scalable_unit", f"a scalable unit of {su} servers needs {su} down ports per rail "
-                       f"leaf, but the leaf has {d1}", f"use scalable_unit: {d1} or fewer")
+        raise Refused(f"a scalable unit of {su} servers needs {su} down ports per rail leaf, but the leaf has {d1}",
+                      path="fabric.scalable_unit", hint=f"use scalable_unit: {d1} or fewer")
     sus = math.ceil(servers / su)
     leaves = sus * rails
     endpoints = servers * rails
@@ -62,19 +62,18 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
         plan = ClosPlan(1, endpoints, radix, (d1,), (u1,), leaves, leaves, leaves, 0, 0, 0, 0, 0, 0, R2 * su)
         return plan, su, sus, np.arange(leaves, dtype=np.int32)
     if tiers == 1:
-        raise _refused("fabric.tiers", "a rail fabric of more than one scalable unit needs a spine tier",
-                       "remove tiers, or set tiers: 2")
+        raise Refused("a rail fabric of more than one scalable unit needs a spine tier", path="fabric.tiers",
+                      hint="remove tiers, or set tiers: 2")
     pods2 = rails if per_rail else 1
     leaves_per_pod2 = leaves // pods2
     fits_two = leaves_per_pod2 <= R2
     if tiers == 2 or (tiers is None and fits_two) or topology == "rail-only":
         if not fits_two:
             what = "each rail's two-tier Clos" if per_rail else "a two-tier rail-optimized fabric"
-            raise _refused("fabric.tiers" if tiers else "cluster",
-                           f"{what} holds at most {R2} leaves ({R2 // (1 if per_rail else rails)} SUs of {su} "
-                           f"servers); this design needs {leaves_per_pod2}",
-                           "set tiers: 3 (rail-optimized), add planes, or use a switch with more ports"
-                           if topology != "rail-only" else "rail-only has no third tier; use more ports per switch")
+            raise Refused(f"{what} holds at most {R2} leaves ({R2 // (1 if per_rail else rails)} SUs of {su} "
+                          f"servers); this design needs {leaves_per_pod2}", path="fabric.tiers" if tiers else "cluster",
+                          hint="set tiers: 3 (rail-optimized), add planes, or use a switch with more ports"
+                          if topology != "rail-only" else "rail-only has no third tier; use more ports per switch")
         spines = smallest_divisor_at_least(u1, leaves_per_pod2 * u1 / R2)
         plan = ClosPlan(2, endpoints, radix, (d1, R2), (u1, 0), leaves, leaves_per_pod2, pods2, pods2 * spines,
                         spines, u1 // spines, 0, 0, 0, R2 * su * (rails if not per_rail else 1))
@@ -89,24 +88,20 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     else:
         sus_per_pod = d2 // rails
         if sus_per_pod < 1:
-            raise _refused("fabric.switch", f"a {R2}-port spine cannot hold one leaf per rail ({rails} rails)",
-                           "use a spine with more ports")
+            raise Refused(f"a {R2}-port spine cannot hold one leaf per rail ({rails} rails)", path="fabric.switch",
+                          hint="use a spine with more ports")
         pods = math.ceil(sus / sus_per_pod)
         leaf_pod = su_of_leaf // sus_per_pod
         leaves_per_pod = sus_per_pod * rails
     if pods > R3:
-        raise _refused("fabric.tiers" if tiers else "cluster", f"a three-tier rail fabric holds at most {R3} pods; "
-                       f"this design needs {pods}", "add planes, or use switches with more ports")
+        raise Refused(f"a three-tier rail fabric holds at most {R3} pods; this design needs {pods}",
+                      path="fabric.tiers" if tiers else "cluster", hint="add planes, or use switches with more ports")
     spines_per_pod = smallest_divisor_at_least(u1, leaves_per_pod * u1 / d2)  # divisor rule inside a pod
     cores_per_group = smallest_divisor_at_least(u2, pods * u2 / R3)
     plan = ClosPlan(3, endpoints, radix, (d1, d2, R3), (u1, u2, 0), leaves, leaves_per_pod, pods,
                     pods * spines_per_pod, spines_per_pod, u1 // spines_per_pod, spines_per_pod * cores_per_group,
                     cores_per_group, u2 // cores_per_group, R3 * leaves_per_pod * su)
     return plan, su, sus, leaf_pod.astype(np.int32)
-
-
-def _refused(path: str, message: str, hint: str) -> Refused:
-    return Refused(message, path, hint)
 
 
 def generate(design: Design, catalog: Catalog) -> Topology:

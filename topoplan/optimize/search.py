@@ -11,10 +11,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from ..catalog import load_catalog
-from ..errors import TopoplanError
+from ..errors import Refused, TopoplanError
+from ..metrics import objectives
 from ..spec import REACH_CLASSES
-from .sizing import SizingError, size_cheapest
+from .sizing import size_cheapest
 from .space import Space, candidate_specs
+
+DESIGN_OBJECTIVE, COLLECTIVE_OBJECTIVE = objectives()  # the Pareto front's axes
 
 
 @dataclass
@@ -57,12 +60,12 @@ def evaluate_candidate(item) -> Outcome:
         report = build_report(evaluate(design, _CATALOG, built=built))
     except TopoplanError as err:
         return Outcome(name, spec, reason=err.problems[0].message)
-    except SizingError as err:
+    except Refused as err:
         return Outcome(name, spec, reason=f"sizing: {err}")
-    times = {c["name"]: c["time_s"] for c in report["collectives"]}
-    if any(t is None for t in times.values()):
+    per_collective = {c["name"]: COLLECTIVE_OBJECTIVE.get(c) for c in report["collectives"]}
+    if any(v is None for v in per_collective.values()):
         return Outcome(name, spec, reason="some collective pairs are unreachable")
-    time_s = sum(weights.get(n, 1.0) * t for n, t in times.items())
+    weighted = sum(weights.get(n, 1.0) * v for n, v in per_collective.items())
     fabric = spec["fabric"]
     figures = {"topology": report["design"]["topology"], "gpus": report["design"]["gpus"],
                "server": report["design"]["server"], "switch": switch_label(fabric),
@@ -70,9 +73,9 @@ def evaluate_candidate(item) -> Outcome:
                                     else fabric.get("oversubscription", 1)),
                "planes": fabric.get("planes", 1),
                "tiers": report["fabric"]["tiers"], "switches": report["fabric"]["switches"]["total"],
-               "cost_usd": report["cost"]["total_usd"], "cost_per_gpu_usd": report["cost"]["per_gpu_usd"],
+               "cost_usd": report["cost"]["total_usd"], DESIGN_OBJECTIVE.key: DESIGN_OBJECTIVE.get(report),
                "cost_by_category_usd": report["cost"]["by_category"],
-               "power_w": report["power"]["total_w"], "time_s": time_s,
+               "power_w": report["power"]["total_w"], COLLECTIVE_OBJECTIVE.key: weighted,
                "bisection_per_gpu_gbps": report["bisection"]["per_gpu_gbps"],
                "diameter_hops": report["diameter_hops"],
                "busbw_GBps": {c["name"]: c["busbw_GBps"] for c in report["collectives"]}}
@@ -140,11 +143,13 @@ class SearchResult:
         return [o for o in self.outcomes if o.figures is not None]
 
     def pareto(self) -> list[str]:
-        """Pareto-optimal candidate names, per GPU count (cost per GPU against completion time)."""
+        """Pareto-optimal candidate names, per GPU count, on the two objectives (``metrics.objectives``: cost
+        per GPU against the weighted completion time)."""
         names = []
+        axes = (DESIGN_OBJECTIVE, COLLECTIVE_OBJECTIVE)
         for gpus in sorted({o.figures["gpus"] for o in self.feasible}):
             group = [o for o in self.feasible if o.figures["gpus"] == gpus]
-            front = pareto_front([(o.figures["cost_per_gpu_usd"], o.figures["time_s"]) for o in group])
+            front = pareto_front([tuple(m.ranked(o.figures[m.key]) for m in axes) for o in group])
             names += [group[i].name for i in front]
         return names
 

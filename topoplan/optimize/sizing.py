@@ -61,9 +61,6 @@ class _Choice:
     tier_optics: tuple      # per link tier: (cable cents, [(part cents, cage ports num, den, ends per link)])
 
 
-SizingError = Refused  # no plan meets the constraints (the reason is the message)
-
-
 def _optics(catalog: Catalog, reach: str, ends: list, speed: float):
     """(cable cents, [(part cents, cage ports numerator, denominator, ends per link), ...]) for one link
     tier of ``reach`` whose two ends are ``ends`` ((kind, model id) each): a copper cable in the rack, else
@@ -117,10 +114,10 @@ def _endpoints(catalog: Catalog, server_id: str, gpus: int, planes: int) -> tupl
     server = catalog.servers[server_id]
     nic = catalog.nics[server.nic]
     if gpus % server.gpus:
-        raise SizingError(f"{gpus:,} GPUs is not a whole number of {server_id} servers")
+        raise Refused(f"{gpus:,} GPUs is not a whole number of {server_id} servers")
     nics = gpus // server.gpus * server.nics
     if (nics * nic.ports) % planes:
-        raise SizingError(f"{nic.id} ports do not split evenly over {planes} planes")
+        raise Refused(f"{nic.id} ports do not split evenly over {planes} planes")
     return nics * nic.ports // planes, nics, nics * round(nic.price_usd * CENTS)
 
 
@@ -155,11 +152,11 @@ def plan_cost(catalog: Catalog, server_id: str, gpus: int, planes: int, models: 
 
 def size_fat_tree(catalog: Catalog, server_id: str, gpus: int, planes: int, switches: list, max_ratio: float,
                   tiers: int, cabling: dict | None = None) -> Sizing:
-    """The cheapest fat-tree of ``tiers`` tiers (2 or 3) for these GPUs, by CP-SAT. Raises ``SizingError``."""
+    """The cheapest fat-tree of ``tiers`` tiers (2 or 3) for these GPUs, by CP-SAT. Raises ``Refused``."""
     endpoints, _nics, nic_cents = _endpoints(catalog, server_id, gpus, planes)
     choices = _choices(catalog, server_id, list(dict.fromkeys(switches)), tiers, _cabling(cabling))
     if not choices:
-        raise SizingError("the catalog has no optics for any choice of these switches")
+        raise Refused("the catalog has no optics for any choice of these switches")
     model = cp_model.CpModel()
     top = max(max(c.radix) for c in choices)
     E = endpoints
@@ -229,10 +226,10 @@ def size_fat_tree(catalog: Catalog, server_id: str, gpus: int, planes: int, swit
     solver.parameters.max_time_in_seconds = _TIME_LIMIT_S
     status = solver.solve(model)
     if status == cp_model.INFEASIBLE:
-        raise SizingError(f"no {tiers}-tier fat-tree of these switches fits {gpus:,} GPUs at "
+        raise Refused(f"no {tiers}-tier fat-tree of these switches fits {gpus:,} GPUs at "
                           f"{max_ratio:g}:1 or less")
     if status != cp_model.OPTIMAL:
-        raise SizingError(f"CP-SAT found no proven optimum in {_TIME_LIMIT_S:g} s")
+        raise Refused(f"CP-SAT found no proven optimum in {_TIME_LIMIT_S:g} s")
     choice = choices[[solver.value(p) for p in pick].index(1)]
     return Sizing(tiers, dict(zip(TIER_NAMES[:tiers], choice.models)), solver.value(up1), solver.value(down1),
                   solver.value(leaves), solver.value(spines), solver.value(cores), solver.value(cost) / CENTS)
@@ -245,8 +242,8 @@ def size_cheapest(catalog: Catalog, server_id: str, gpus: int, planes: int, swit
     for tiers in range(2, max_tiers + 1):
         try:
             found.append(size_fat_tree(catalog, server_id, gpus, planes, switches, max_ratio, tiers, cabling))
-        except SizingError as err:
+        except Refused as err:
             reasons.append(str(err))
     if not found:
-        raise SizingError(reasons[-1] if reasons else f"sizing needs at least 2 tiers, not {max_tiers}")
+        raise Refused(reasons[-1] if reasons else f"sizing needs at least 2 tiers, not {max_tiers}")
     return min(found, key=lambda s: (s.cost_usd, s.tiers))
