@@ -81,7 +81,7 @@ def case_optimal_1k():
 
     design, catalog = _load("benchmarks/specs/optimal-1k.yaml")
     start = time.perf_counter()
-    evaluation = evaluate(design, catalog, alpha_scale=0.0)
+    evaluation = evaluate(design, catalog, latency_scale=0.0)
     elapsed = time.perf_counter() - start
     figures = {c.plan.collective.name + " busbw GB/s": round(c.busbw_GBps, 6) for c in evaluation.collectives}
     figures["max utilization"] = round(max(c.max_link_utilization for c in evaluation.collectives), 9)

@@ -218,7 +218,7 @@ def test_expand_hosts_puts_the_pcie_tree_in_the_fabric(make_design, catalog):
     import numpy as np
 
     from topoplan.flow import route
-    from topoplan.flow.metrics import ARC_CLASSES, arc_classes, phase_result
+    from topoplan.flow.metrics import arc_classes, phase_result
     from topoplan.flow.traffic import Demand
     from topoplan.generators import generate
 
@@ -231,7 +231,7 @@ def test_expand_hosts_puts_the_pcie_tree_in_the_fabric(make_design, catalog):
         load = route(topology, Demand(gpus, np.roll(gpus, 8), 1e9)).load
         seconds = (load / (topology.capacity_gbps * 1e9 / 8)).max()
         rates[expand] = 8 / seconds
-        result = phase_result(topology, arc_classes(topology), np.zeros(len(ARC_CLASSES)), load, "p", 1)
+        result = phase_result(topology, arc_classes(topology), load, "p", 1, 0)
         assert result.bottleneck == ("pcie" if expand else "leaf")
     assert rates == {False: pytest.approx(200.0), True: pytest.approx(96.0)}
 

@@ -109,6 +109,7 @@ def main():
       topoplan compare main:designs/x.yaml designs/x.yaml --format markdown
       topoplan optimize designs/spaces/small.yaml --plot pareto.png
       topoplan host designs/fat-tree-1k.yaml           one server's PCIe/NVLink paths
+      topoplan nccl designs/fat-tree-1k.yaml -e 8G     an nccl-tests style sweep (--measured LOG)
       topoplan build designs/fat-tree-1k.yaml -o fabric.graphml
       topoplan catalog list                            hardware topoplan knows about
     """
@@ -306,6 +307,96 @@ def compare(base, head, fmt, output, catalog_files):
     head_data, head_eval = _evaluate_source(head, catalog)
     comparison = compare_reports(base, head, base_data, head_data, build_report(base_eval), build_report(head_eval))
     write_output(render_compare(comparison, fmt), output)
+
+
+def _size_option(text: str) -> int:
+    from .units import parse_size
+
+    try:
+        return parse_size(text)
+    except (ValueError, TypeError) as err:
+        raise click.BadParameter(str(err)) from None
+
+
+@main.command()
+@click.argument("spec", type=click.Path())
+@click.option("--op", "op_text", default="all_reduce", show_default=True, metavar="OP",
+              help="Collective, as nccl-tests names it (all_reduce, all_gather, reduce_scatter, alltoall, "
+                   "broadcast, reduce, sendrecv) or as the spec does (allreduce, ...).")
+@click.option("--group", default="world", show_default=True, metavar="GROUP",
+              help="Parallel group it runs over: world, tp, cp, dp, pp or ep (the spec's parallelism).")
+@click.option("--algorithm", default="auto", show_default=True, metavar="NAME",
+              help="auto (NCCL's tuner: fastest algorithm and protocol per size) or one to force.")
+@click.option("-b", "--minbytes", "begin", default="8", show_default=True, metavar="SIZE", help="Smallest size.")
+@click.option("-e", "--maxbytes", "end", default="8G", show_default=True, metavar="SIZE", help="Largest size.")
+@click.option("-f", "--stepfactor", "factor", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Multiply the size by this between rows.")
+@click.option("--measured", "logs", multiple=True, type=click.Path(dir_okay=False), metavar="LOG",
+              help="An nccl-tests output (text or -J JSON) to hold the prediction against, at its own sizes "
+                   "(repeatable: one table per log).")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, metavar="PNG",
+              help="Also chart busbw against size (predicted, and measured with --measured).")
+@format_option
+@output_option
+@catalog_option
+@handle_errors
+def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, fmt, output, catalog_files):
+    """Sweep one collective over sizes as nccl-tests runs it, and hold it against real logs.
+
+    \b
+    The table has nccl-tests' own columns (size, count, type, redop, root, time, algbw, busbw)
+    plus the algorithm and protocol NCCL's tuner would pick. Routing runs once; every size
+    reuses it. With --measured, predicted busbw sits beside the log's, with the error and a
+    summary (median and worst over sizes from 1 MiB).
+    Examples:
+      topoplan nccl designs/fat-tree-1k.yaml --op all_reduce --group world -b 8 -e 8G -f 2
+      topoplan nccl designs/fat-tree-1k.yaml --group dp --format markdown -o dp-sweep.md
+      topoplan nccl my-cluster.yaml --measured all_reduce.log --plot busbw.png
+    """
+    from .errors import Problem, SpecError
+    from .flow.algorithms import FOR_OP
+    from .generators import generate
+    from .nccltests import read_log
+    from .report.writers import render_sweep
+    from .spec import PARALLEL_GROUPS, load_design
+    from .sweep import against_log, op_name, sizes_from, sweep
+
+    op = op_name(op_text)
+    problems = []
+    if op is None:
+        problems.append(Problem("--op", 0, "", f"unknown collective '{op_text}'",
+                                did_you_mean(op_text, ["all_reduce", "all_gather", "reduce_scatter", "alltoall",
+                                                       "broadcast", "reduce", "sendrecv"])))
+    elif algorithm not in FOR_OP[op]:
+        problems.append(Problem("--algorithm", 0, "", f"{op} has no '{algorithm}' algorithm",
+                                "use one of: " + ", ".join(FOR_OP[op])))
+    if group not in PARALLEL_GROUPS:
+        problems.append(Problem("--group", 0, "", f"unknown group '{group}'", did_you_mean(group, PARALLEL_GROUPS)))
+    if problems:
+        raise SpecError(problems)
+    catalog = load_catalog(catalog_files)
+    design = load_design(spec, catalog)
+    topology = generate(design, catalog)
+    results = []
+    if logs:
+        for path in logs:
+            results.append(against_log(design, catalog, op, group, read_log(path), algorithm, topology))
+    else:
+        sizes = sizes_from(_size_option(begin), _size_option(end), factor)
+        click.echo(f"topoplan nccl: routing {op} over {group} once, then {len(sizes)} sizes", err=True)
+        results.append(sweep(design, catalog, op, group, sizes, algorithm, topology))
+    texts = [render_sweep(r.to_json(), fmt) for r in results]
+    if fmt == "json":
+        data = [r.to_json() for r in results]
+        text = json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n"
+    else:
+        text = "\n".join(texts)
+    write_output(text, output)
+    if plot_file:
+        from .report import plots
+
+        plots.save(plots.sweep_figure([r.to_json() for r in results]), plot_file)
+        click.echo(f"wrote {plot_file}", err=True)
 
 
 @main.command()

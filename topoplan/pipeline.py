@@ -37,9 +37,9 @@ def build(design: Design, catalog: Catalog) -> tuple[Topology, Bom]:
     return topology, bill_of_materials(topology, design, catalog)
 
 
-def evaluate(design: Design, catalog: Catalog, alpha_scale: float = 1.0,
+def evaluate(design: Design, catalog: Catalog, latency_scale: float = 1.0,
              built: tuple[Topology, Bom] | None = None) -> Evaluation:
-    """Every stage for one design. ``alpha_scale`` scales per-step latencies (0 for bandwidth only);
+    """Every stage for one design. ``latency_scale`` scales per-step latencies (0 for bandwidth only);
     ``built`` reuses the result of ``build`` (the optimizer prunes on it before routing)."""
     topology, bom = built or build(design, catalog)
     cut = bisection(topology)
@@ -53,7 +53,7 @@ def evaluate(design: Design, catalog: Catalog, alpha_scale: float = 1.0,
         else:
             cut.permutation_note = (f"not computed: the generic ECMP engine beyond {MAX_GENERIC_PERMUTATION_GPUS:,} "
                                     "GPUs takes minutes")
-        collectives = evaluate_workload(topology, design, catalog, alpha_scale)
+        collectives = evaluate_workload(topology, design, catalog, latency_scale)
     except EngineRefused as err:
         raise design.infeasible("routing", str(err), "use routing: ecmp, which scales to any size") from None
     return Evaluation(design, topology, bom, cut, collectives)

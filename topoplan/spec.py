@@ -319,7 +319,7 @@ def _workload(w: dict, gpus: int, ctx: Context, topology: str) -> Workload:
         if algorithm not in ALGORITHMS_FOR[col["op"]]:
             ctx.error(path + ("algorithm",), f"{col['op']} has no '{algorithm}' algorithm",
                       "use one of: " + ", ".join(ALGORITHMS_FOR[col["op"]]))
-        elif _algorithms.BY_KEY[(col["op"], algorithm)].fabrics and \
+        elif algorithm != _algorithms.AUTO and _algorithms.BY_KEY[(col["op"], algorithm)].fabrics and \
                 topology not in _algorithms.BY_KEY[(col["op"], algorithm)].fabrics:
             entry = _algorithms.BY_KEY[(col["op"], algorithm)]
             ctx.error(path + ("algorithm",), entry.fabric_error, entry.fabric_hint)

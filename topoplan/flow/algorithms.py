@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from ..topology import Topology
+from .nccl import ring_steps
 from .placement import group_gpus
 from .traffic import BUSBW_FACTOR, CollectivePlan, Demand, Phase, chain_demand, merge, ring_demand, tree_demand
 
@@ -56,51 +57,111 @@ class Algorithm:
     op: str
     name: str
     plan: Callable                 # (topology, design, collective, members, S) -> list[Phase]
-    default: bool = False          # the op's algorithm when the spec names none
+    default: bool = False          # the op's algorithm when the spec names none (besides ``auto``)
     fabrics: tuple = ()            # fabric.topology values it runs on; () = every fabric
     fabric_error: str = ""         # the message and hint when it is asked for on another fabric
     fabric_hint: str = ""
+    family: str = "ring"           # NCCL's latency and protocol constants it takes: ring or tree
+    nccl: bool = False             # one of NCCL's own algorithms: NCCL's latency formula, not its phases' steps
+    auto: bool = False             # a candidate when the spec says ``algorithm: auto`` (NCCL's tuner picks)
+    protocols: tuple = ("LL", "LL128", "Simple")
+    pipelined: bool = False        # its phases overlap by chunks (time: the slowest stage plus fill)
 
     def busbw_factor(self, p: int) -> float:
         return BUSBW_FACTOR[self.op](p)
 
 
-def ring_allreduce(topology, design, collective, members, S):
+def by_server(topology: Topology, members: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """Each group's members ordered by server (stable), the ranks per server ``g`` when every server of
+    every group holds the same number (0 otherwise), and the servers the first group spans ``m``."""
+    groups, p = members.shape
+    servers = topology.server[members]
+    order = np.argsort(servers, axis=1, kind="stable")
+    members = np.take_along_axis(members, order, axis=1)
+    servers = np.take_along_axis(servers, order, axis=1)
+    g = int((servers == servers[:, :1]).sum(axis=1).min())
+    uniform = p % g == 0 and bool((servers.reshape(groups, p // g, g) ==
+                                   servers.reshape(groups, p // g, g)[:, :, :1]).all())
+    return members, (g if uniform else 0), int(np.unique(servers[0]).size)
+
+
+def channel_rings(members: np.ndarray, g: int) -> list[np.ndarray]:
+    """NCCL's ring channels over servers of ``g`` ranks each (members ordered by server): channel ``k``
+    enters every server at its local rank ``k`` and leaves from local rank ``k - 1``, so each channel
+    crosses the network through a different GPU's NIC and all of a server's NICs carry traffic (on rail
+    fabrics PXN turns the hop into NVLink plus the rail of rank ``k``). With one rank per server, or an
+    irregular group, there is one ring in the given order."""
+    if g <= 1:
+        return [members]
+    groups, p = members.shape
+    blocks = members.reshape(groups, p // g, g)
+    return [np.roll(blocks, -k, axis=2).reshape(groups, p) for k in range(g)]
+
+
+# bytes each ring link carries, per byte of the collective's size S (nccl-tests conventions)
+RING_SHARE = {"allreduce": lambda p: 2 * (p - 1) / p, "allgather": lambda p: (p - 1) / p,
+              "reducescatter": lambda p: (p - 1) / p}
+
+
+def ring_plan(topology, members, op: str, S: float, label: str = "ring") -> list[Phase]:
+    """A ring collective split over channels (``channel_rings``), each carrying an equal share."""
+    members, g, m = by_server(topology, members)
     p = members.shape[1]
-    return [Phase("ring", ring_demand(members, 2 * (p - 1) / p * S), 2 * (p - 1))]
+    rings = channel_rings(members, g if m > 1 else 1)
+    demand = merge(ring_demand(ring, RING_SHARE[op](p) * S / len(rings)) for ring in rings)
+    steps, inter = ring_steps(op, p, m)
+    what = f"{label} on {len(rings)} channels" if len(rings) > 1 else label
+    return [Phase(what, demand, steps - inter, inter)]
+
+
+def ring_allreduce(topology, design, collective, members, S):
+    return ring_plan(topology, members, "allreduce", S)
 
 
 def tree_allreduce(topology, design, collective, members, S):
-    p = members.shape[1]
-    half = S / 2
-    demand = merge([tree_demand(members, half), tree_demand(members, half, mirror=True)])
-    return [Phase("double binary tree, reduce + broadcast pipelined", demand, 2 * math.ceil(math.log2(p)))]
+    """NCCL's tree: inside each server a chain from the channel's head rank, across servers a binary tree
+    of heads; reduce up and broadcast down, pipelined, so every edge carries the channel's bytes both ways.
+    Channels rotate the head over the server's ranks (each leaves through a different NIC), and as in
+    NCCL the first half of the channels takes one tree and the duplicated second half its mirror, so each
+    NIC carries one channel of each tree (the double binary tree)."""
+    members, g, m = by_server(topology, members)
+    groups, p = members.shape
+    if g == 0:
+        g, m = 1, p  # irregular group: a tree over ranks
+    blocks = members.reshape(groups, m, g)
+    channels = 2 * g
+    share = S / channels
+    parts = []
+    for k in range(g):
+        chain = np.roll(blocks, -k, axis=2)                 # head first
+        if g > 1:  # channels k and k + g share this chain
+            up = chain_demand(chain.reshape(groups * m, g), 2 * share, reverse=True)
+            parts += [up, Demand(up.dst, up.src, up.bytes)]
+        if m > 1:
+            parts += [tree_demand(chain[:, :, 0], share), tree_demand(chain[:, :, 0], share, mirror=True)]
+    levels = math.floor(math.log2(m)) if m > 1 else 0
+    return [Phase(f"double binary tree on {channels} channels, reduce + broadcast pipelined", merge(parts),
+                  2 * (g - 1), 2 * levels)]
 
 
 def hierarchical_allreduce(topology: Topology, design: Design, collective: Collective, members: np.ndarray,
                            S: float) -> list[Phase]:
-    """Intra-server reduce-scatter, one inter-server ring per local index, intra-server all-gather.
+    """Intra-server reduce-scatter, one inter-server ring per local index, intra-server all-gather; the
+    three stages overlap by chunks.
 
     Needs every server to hold the same number g of each group's ranks; otherwise (or when g == 1 or all
     ranks share one server) it is the flat ring."""
+    members, g, m = by_server(topology, members)
     groups, p = members.shape
-    servers = topology.server[members]                       # (groups, p)
-    order = np.argsort(servers, axis=1, kind="stable")
-    members = np.take_along_axis(members, order, axis=1)
-    servers = np.take_along_axis(servers, order, axis=1)
-    first = servers[:, :1]
-    g = int((servers == first).sum(axis=1).min())
-    uniform = p % g == 0 and (servers.reshape(groups, p // g, g) == servers.reshape(groups, p // g, g)[:, :, :1]).all()
-    if g == 1 or g == p or not uniform:
-        return [Phase("ring (hierarchy degenerate)", ring_demand(members, 2 * (p - 1) / p * S), 2 * (p - 1))]
-    m = p // g
+    if g <= 1 or g == p:
+        return ring_plan(topology, members, "allreduce", S, "ring (hierarchy degenerate)")
     blocks = members.reshape(groups, m, g)
     local = blocks.reshape(groups * m, g)                    # rows: the g ranks of a group on one server
     rails = blocks.transpose(0, 2, 1).reshape(groups * g, m)  # rows: one local index across m servers
     intra = ring_demand(local, (g - 1) / g * S)
     inter = ring_demand(rails, 2 * (m - 1) / m * S / g)
     return [Phase("intra-server reduce-scatter", intra, g - 1),
-            Phase("inter-server ring per local rank", inter, 2 * (m - 1)),
+            Phase("inter-server ring per local rank", inter, 0, 2 * (m - 1)),
             Phase("intra-server all-gather", intra, g - 1)]
 
 
@@ -139,28 +200,34 @@ def grid_allreduce(topology: Topology, design: Design, collective: Collective, m
     if columns > 1:
         row_phase = merge(ring_demand(grid[:, :, ring].reshape(-1, columns), (columns - 1) / columns * share
                                       / len(row_rings)) for ring in row_rings)
-        phases.append(Phase(f"row reduce-scatter on {len(row_rings)} rings", row_phase, columns - 1))
+        phases.append(Phase(f"row reduce-scatter on {len(row_rings)} rings", row_phase, 0, columns - 1))
         share /= columns
     if rows > 1:
         by_column = grid.transpose(0, 2, 1)  # [local index, column, row]
         col_phase = merge(ring_demand(by_column[:, :, ring].reshape(-1, rows), 2 * (rows - 1) / rows * share
                                       / len(col_rings)) for ring in col_rings)
-        phases.append(Phase(f"column allreduce on {len(col_rings)} rings", col_phase, 2 * (rows - 1)))
+        phases.append(Phase(f"column allreduce on {len(col_rings)} rings", col_phase, 0, 2 * (rows - 1)))
     if row_phase is not None:
-        phases.append(Phase(f"row all-gather on {len(row_rings)} rings", row_phase, columns - 1))
+        phases.append(Phase(f"row all-gather on {len(row_rings)} rings", row_phase, 0, columns - 1))
     if g > 1:
         phases.append(Phase("intra-node all-gather", intra, g - 1))
     return phases
 
 
 def ring_gather_scatter(topology, design, collective, members, S):
-    p = members.shape[1]
-    return [Phase("ring", ring_demand(members, (p - 1) / p * S), p - 1)]
+    return ring_plan(topology, members, collective.op, S)
+
+
+def _crosses_servers(topology, members) -> bool:
+    return bool((topology.server[members] != topology.server[members][:, :1]).any())
 
 
 def direct_alltoall(topology, design, collective, members, S):
+    """Every ordered pair at once; NCCL progresses all peers together, so the latency is one step."""
     p = members.shape[1]
-    return [Phase("direct", Demand(a2a_members=members, a2a_bytes=S / p), p - 1)]
+    network = _crosses_servers(topology, members)
+    return [Phase("direct, all peers at once", Demand(a2a_members=members, a2a_bytes=S / p),
+                  0 if network else 1, 1 if network else 0)]
 
 
 def tree_rooted(topology, design, collective, members, S):
@@ -169,50 +236,73 @@ def tree_rooted(topology, design, collective, members, S):
     demand = tree_demand(members, S, both_ways=False)
     if collective.op == "reduce":
         demand = Demand(demand.dst, demand.src, demand.bytes)
-    return [Phase("binary tree, pipelined", demand, math.ceil(math.log2(p)))]
+    levels = math.ceil(math.log2(p))
+    return [Phase("binary tree, pipelined", demand, *((0, levels) if _crosses_servers(topology, members)
+                                                      else (levels, 0)))]
 
 
 def chain_rooted(topology, design, collective, members, S):
-    """Broadcast from rank 0 along a pipelined chain, or reduce towards it."""
+    """Broadcast from rank 0 along a pipelined ring (NCCL's ring broadcast), or reduce towards it, one
+    chain per channel."""
+    members, g, m = by_server(topology, members)
+    chains = channel_rings(members, g if m > 1 else 1)
+    reverse = collective.op == "reduce"
+    demand = merge(chain_demand(chain, S / len(chains), reverse=reverse) for chain in chains)
     p = members.shape[1]
-    return [Phase("pipelined chain", chain_demand(members, S, reverse=(collective.op == "reduce")), p - 1)]
+    label = "pipelined chain" + (f" on {len(chains)} channels" if len(chains) > 1 else "")
+    steps, inter = ring_steps(collective.op, p, m if m > 1 else 0)
+    return [Phase(label, demand, steps - inter, inter)]
 
 
 def stage_to_stage(topology, design, collective, members, S):
-    return [Phase("stage to next stage", chain_demand(members, S), 1)]
+    network = _crosses_servers(topology, members)
+    return [Phase("stage to next stage", chain_demand(members, S), 0 if network else 1, 1 if network else 0)]
 
 
 ALGORITHMS: tuple[Algorithm, ...] = (
-    Algorithm("allreduce", "ring", ring_allreduce, default=True),
-    Algorithm("allreduce", "tree", tree_allreduce),
-    Algorithm("allreduce", "hierarchical", hierarchical_allreduce),
+    Algorithm("allreduce", "ring", ring_allreduce, default=True, nccl=True, auto=True),
+    Algorithm("allreduce", "tree", tree_allreduce, family="tree", nccl=True, auto=True),
+    Algorithm("allreduce", "hierarchical", hierarchical_allreduce, protocols=("Simple",), pipelined=True),
     Algorithm("allreduce", "grid", grid_allreduce, fabrics=("railx",),
               fabric_error="the grid algorithm runs on the rings of a RailX grid",
-              fabric_hint="use ring, tree or hierarchical on switched fabrics"),
-    Algorithm("allgather", "ring", ring_gather_scatter, default=True),
-    Algorithm("reducescatter", "ring", ring_gather_scatter, default=True),
-    Algorithm("alltoall", "direct", direct_alltoall, default=True),
-    Algorithm("sendrecv", "direct", stage_to_stage, default=True),
-    Algorithm("broadcast", "ring", chain_rooted, default=True),
-    Algorithm("broadcast", "tree", tree_rooted),
-    Algorithm("reduce", "ring", chain_rooted, default=True),
-    Algorithm("reduce", "tree", tree_rooted),
+              fabric_hint="use ring, tree or hierarchical on switched fabrics", protocols=("Simple",),
+              pipelined=True),
+    Algorithm("allgather", "ring", ring_gather_scatter, default=True, nccl=True, auto=True),
+    Algorithm("reducescatter", "ring", ring_gather_scatter, default=True, nccl=True, auto=True),
+    Algorithm("alltoall", "direct", direct_alltoall, default=True, auto=True, protocols=("Simple",)),
+    Algorithm("sendrecv", "direct", stage_to_stage, default=True, auto=True, protocols=("Simple",)),
+    Algorithm("broadcast", "ring", chain_rooted, default=True, nccl=True, auto=True),
+    Algorithm("broadcast", "tree", tree_rooted, family="tree", protocols=("Simple",)),
+    Algorithm("reduce", "ring", chain_rooted, default=True, nccl=True, auto=True),
+    Algorithm("reduce", "tree", tree_rooted, family="tree", protocols=("Simple",)),
 )
+AUTO = "auto"  # the spec's default: the candidates below, the fastest (algorithm, protocol) taken
 BY_KEY = {(a.op, a.name): a for a in ALGORITHMS}
 OPS = tuple(dict.fromkeys(a.op for a in ALGORITHMS))
-NAMES = tuple(dict.fromkeys(a.name for a in ALGORITHMS))
-DEFAULT = {a.op: a.name for a in ALGORITHMS if a.default}
-FOR_OP = {op: tuple(a.name for a in ALGORITHMS if a.op == op) for op in OPS}
+NAMES = (AUTO,) + tuple(dict.fromkeys(a.name for a in ALGORITHMS))
+DEFAULT = {a.op: AUTO for a in ALGORITHMS}
+FOR_OP = {op: (AUTO,) + tuple(a.name for a in ALGORITHMS if a.op == op) for op in OPS}
+CANDIDATES = {op: tuple(a for a in ALGORITHMS if a.op == op and a.auto) for op in OPS}
 
 
-def plan_collective(topology: Topology, design: Design, collective: Collective) -> CollectivePlan:
-    """The phases of one collective (the spec validator admits only the table's (op, algorithm) pairs)."""
-    algorithm = BY_KEY[(collective.op, collective.algorithm)]
+def candidates(collective: Collective) -> tuple[Algorithm, ...]:
+    """The algorithms a collective is timed with: the one it names, or under ``auto`` the tuner's set."""
+    if collective.algorithm == AUTO:
+        return CANDIDATES[collective.op]
+    return (BY_KEY[(collective.op, collective.algorithm)],)
+
+
+def plan_collective(topology: Topology, design: Design, collective: Collective,
+                    algorithm: Algorithm | None = None) -> CollectivePlan:
+    """The phases of one collective under ``algorithm`` (default: its first candidate)."""
+    algorithm = algorithm or candidates(collective)[0]
     members = group_gpus(topology, design, collective.group)
     groups, p = members.shape
+    servers = int(np.unique(topology.server[members[0]]).size)
     phases = algorithm.plan(topology, design, collective, members, float(collective.size_bytes))
-    return CollectivePlan(collective, p, groups, algorithm.busbw_factor(p), phases)
+    return CollectivePlan(collective, p, groups, algorithm.busbw_factor(p), phases, algorithm.name, servers)
 
 
-def plan_workload(topology: Topology, design: Design) -> list[CollectivePlan]:
-    return [plan_collective(topology, design, c) for c in design.workload.collectives]
+def plan_workload(topology: Topology, design: Design) -> list[list[CollectivePlan]]:
+    """Per collective, one plan per candidate algorithm."""
+    return [[plan_collective(topology, design, c, a) for a in candidates(c)] for c in design.workload.collectives]

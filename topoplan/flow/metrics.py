@@ -1,9 +1,12 @@
 """Metrics: from link loads to completion time, nccl-tests bandwidths and utilization.
 
-A phase takes ``steps * alpha + max over arcs (load / capacity)``: every flow of the phase runs at once
-(fluid model) and the most loaded link, relative to its capacity, sets the pace. ``alpha`` is the
-per-step latency of the slowest link class the phase uses (catalog: NVLink and PCIe per server,
-network per NIC). A collective's phases run one after another.
+A collective is timed as NCCL times it (``flow/nccl.py``), with the bandwidth taken from routed loads:
+each phase's bandwidth time is ``max over arcs (load / capacity)`` (every flow of the phase runs at once,
+fluid model, and the most loaded link sets the pace); NCCL's protocol factor and cap scale it, and
+NCCL's latency formula adds the per-step latencies. Phases run one after another, or, for pipelined
+algorithms, overlap by chunks. Each candidate algorithm (one, or the tuner's set under ``auto``) is
+routed once; since every demand is proportional to the size, the time at any other size (``at``) needs
+no new routing.
 
 Utilization of a link = its load / capacity, divided by the same ratio on the busiest endpoint link
 (a NIC's or chip's own network link): 1.0 means the link is as busy as the injection bottleneck, 4.0
@@ -24,7 +27,8 @@ from ..catalog import Catalog
 from ..spec import Design
 from ..topology import KIND, LINK_TIER, MEDIUM, Topology
 from . import RouteRequest, select_engine
-from .algorithms import plan_workload
+from . import nccl
+from .algorithms import BY_KEY, Algorithm, plan_workload
 from .traffic import CollectivePlan, apply_pxn
 
 ARC_CLASSES = ("nvlink", "pcie", "leaf", "spine", "core", "ocs")
@@ -40,20 +44,31 @@ def arc_classes(topology: Topology) -> np.ndarray:
     return classes
 
 
-def alpha_by_class(design: Design, catalog: Catalog, scale: float = 1.0) -> np.ndarray:
-    """Per-step latency in seconds for each arc class."""
+@dataclass(frozen=True)
+class Timing:
+    """What turns routed loads into time: NCCL's latencies (times ``latency_scale``; 0 = bandwidth only),
+    how a server's GPUs talk (``nvlink`` or ``pcie``), the GPU architecture for NCCL's caps, and the NCCL
+    channels of a communicator that spans servers."""
+
+    latency_scale: float = 1.0
+    intra: str = "nvlink"
+    arch: str = "other"
+    channels: int = 2
+
+
+def timing_for(design: Design, catalog: Catalog, latency_scale: float = 1.0) -> Timing:
+    """NCCL's channels: one ring per NIC found by its topology search, then duplicated (``connect.cc``)."""
     server = catalog.servers[design.cluster.server]
-    nic = catalog.nics[server.nic]
-    network = nic.alpha_us
-    return np.array([server.nvlink_alpha_us, server.pcie_alpha_us] + [network] * 4) * 1e-6 * scale
+    return Timing(latency_scale, "nvlink" if server.nvlink_gbps > 0 else "pcie", nccl.gpu_arch(server.gpu),
+                  channels=2 * max(1, server.nics))
 
 
 @dataclass
 class PhaseResult:
     label: str
-    steps: int
-    latency_s: float
-    bandwidth_s: float | None
+    intra_steps: int
+    inter_steps: int
+    bandwidth_s: float | None      # at the plan's size, Simple protocol; None when some pair is unreachable
     max_utilization: float
     p99_utilization: float
     bottleneck: str
@@ -62,27 +77,139 @@ class PhaseResult:
     samples: dict = field(default_factory=dict)  # tier -> utilization of up to MAX_SAMPLES loaded links (plots)
 
     @property
-    def time_s(self) -> float | None:
-        return None if self.bandwidth_s is None else self.latency_s + self.bandwidth_s
+    def steps(self) -> int:
+        return self.intra_steps + self.inter_steps
+
+
+@dataclass
+class AlgorithmResult:
+    """One algorithm's routed phases for a collective; its time under each protocol at any size."""
+
+    plan: CollectivePlan
+    algorithm: Algorithm
+    shape: nccl.GroupShape
+    timing: Timing
+    engine: str
+    phases: list
+    seed_times: list = field(default_factory=list)        # ecmp-hash: time per seed (best protocol)
+    seed_max_utilization: list = field(default_factory=list)
+
+    @property
+    def reachable(self) -> bool:
+        return all(p.bandwidth_s is not None for p in self.phases)
+
+    def phase_latencies_s(self, protocol: str) -> list[float]:
+        """Each phase's share of the latency; they add up to the collective's latency."""
+        a, shape = self.algorithm, self.shape
+        scale = self.timing.latency_scale * 1e-6
+        if a.nccl and a.family == "tree":
+            return [nccl.tree_latency_us(protocol, shape) * scale]
+        if a.nccl:
+            return [nccl.ring_latency_us(self.plan.collective.op, protocol, shape) * scale]
+        base = nccl.phased_latency_us(a.family, protocol, shape, 0, 0)
+        return [(nccl.phased_latency_us(a.family, protocol, shape, p.intra_steps, p.inter_steps) - base
+                 + (base if i == 0 else 0.0)) * scale for i, p in enumerate(self.phases)]
+
+    def latency_s(self, protocol: str) -> float:
+        return float(sum(self.phase_latencies_s(protocol)))
+
+    def factor(self, protocol: str) -> float:
+        return nccl.bandwidth_factor(self.algorithm.family if self.algorithm.nccl else "ring", protocol, self.shape)
+
+    def phase_bandwidths_s(self, protocol: str, size: float) -> list[float]:
+        scale = size / self.plan.collective.size_bytes if self.plan.collective.size_bytes else 0.0
+        return [p.bandwidth_s * scale / self.factor(protocol) for p in self.phases]
+
+    def bandwidth_s(self, protocol: str, size: float) -> float | None:
+        if not self.reachable:
+            return None
+        stages = self.phase_bandwidths_s(protocol, size)
+        total = nccl.pipelined_s(stages, size, self.shape.channels) if self.algorithm.pipelined else sum(stages)
+        cap = nccl.bandwidth_cap_GBps(self.algorithm.family, protocol, self.shape) if self.algorithm.nccl else None
+        if cap is not None:
+            total = max(total, size * self.plan.busbw_factor / (cap * 1e9))
+        return float(total)
+
+    def time_s(self, protocol: str, size: float) -> float | None:
+        bandwidth = self.bandwidth_s(protocol, size)
+        return None if bandwidth is None else self.latency_s(protocol) + bandwidth
+
+    def best(self, size: float) -> tuple[str, float | None]:
+        """The protocol NCCL's tuner would take at ``size`` (lowest time) and that time."""
+        times = [(self.time_s(p, size), i, p) for i, p in enumerate(self.algorithm.protocols)]
+        if times[0][0] is None:
+            return self.algorithm.protocols[-1], None
+        t, _, protocol = min(times)
+        return protocol, t
 
 
 @dataclass
 class CollectiveResult:
-    plan: CollectivePlan
-    engine: str
-    phases: list
-    seed_times: list = field(default_factory=list)        # ecmp-hash: time per seed
-    seed_max_utilization: list = field(default_factory=list)
+    """A collective, timed with every candidate algorithm; the fastest at its size is the one reported."""
+
+    choices: list                   # AlgorithmResult per candidate
+    chosen: AlgorithmResult
+    protocol: str
+
+    @property
+    def plan(self) -> CollectivePlan:
+        return self.chosen.plan
+
+    @property
+    def engine(self) -> str:
+        return self.chosen.engine
+
+    @property
+    def phases(self) -> list:
+        return self.chosen.phases
+
+    @property
+    def algorithm(self) -> str:
+        return self.chosen.algorithm.name
+
+    @property
+    def channels(self) -> int:
+        return self.chosen.shape.channels
+
+    @property
+    def seed_times(self) -> list:
+        return self.chosen.seed_times
+
+    @property
+    def seed_max_utilization(self) -> list:
+        return self.chosen.seed_max_utilization
+
+    @property
+    def size_bytes(self) -> int:
+        return self.plan.collective.size_bytes
+
+    @property
+    def latency_s(self) -> float:
+        return self.chosen.latency_s(self.protocol)
 
     @property
     def time_s(self) -> float | None:
-        times = [p.time_s for p in self.phases]
-        return None if any(t is None for t in times) else float(sum(times))
+        return self.chosen.time_s(self.protocol, self.size_bytes)
+
+    def at(self, size: float) -> tuple[AlgorithmResult, str, float | None]:
+        """The tuner's choice at another size, and its time (no new routing: loads scale with size)."""
+        best = None
+        for order, choice in enumerate(self.choices):
+            protocol, t = choice.best(size)
+            key = (np.inf if t is None else t, order)
+            if best is None or key < best[0]:
+                best = (key, choice, protocol, t)
+        return best[1], best[2], best[3]
+
+    def alternatives(self) -> dict:
+        """``algorithm/protocol`` -> time at the collective's size, for every candidate considered."""
+        return {f"{c.algorithm.name}/{p}": c.time_s(p, self.size_bytes) for c in self.choices
+                for p in c.algorithm.protocols}
 
     @property
     def algbw_GBps(self) -> float | None:
         t = self.time_s
-        return None if not t else self.plan.collective.size_bytes / t / 1e9
+        return None if not t else self.size_bytes / t / 1e9
 
     @property
     def busbw_GBps(self) -> float | None:
@@ -99,7 +226,7 @@ class CollectiveResult:
 
     @property
     def bottleneck(self) -> str:
-        if any(p.time_s is None for p in self.phases):
+        if not self.chosen.reachable:
             return "unreachable"
         return max(self.phases, key=lambda p: p.bandwidth_s).bottleneck
 
@@ -116,12 +243,13 @@ class CollectiveResult:
         return sum(p.unreachable_pairs for p in self.phases)
 
 
-def phase_result(topology: Topology, classes: np.ndarray, alpha: np.ndarray, load: np.ndarray, label: str,
-                 steps: int, unreachable: int = 0) -> PhaseResult:
+def phase_result(topology: Topology, classes: np.ndarray, load: np.ndarray, label: str, intra_steps: int,
+                 inter_steps: int, unreachable: int = 0) -> PhaseResult:
     seconds = load / (topology.capacity_gbps * 1e9 / 8)      # time each arc needs for its bytes
     used = load > 0
     if not used.any():
-        return PhaseResult(label, steps, 0.0, 0.0, 0.0, 0.0, "none", {}, unreachable)
+        return PhaseResult(label, intra_steps, inter_steps, None if unreachable else 0.0, 0.0, 0.0, "none", {},
+                           unreachable)
     endpoint = (np.isin(topology.kind[topology.src], (KIND["nic"], KIND["gpu"])) |
                 np.isin(topology.kind[topology.dst], (KIND["nic"], KIND["gpu"])))
     injection = used & endpoint & (topology.link_tier != LINK_TIER["host"])
@@ -133,41 +261,59 @@ def phase_result(topology: Topology, classes: np.ndarray, alpha: np.ndarray, loa
         values = utilization[used & (classes == index)]
         by_tier[ARC_CLASSES[index]] = float(values.max())
         samples[ARC_CLASSES[index]] = values[:: max(1, values.size // MAX_SAMPLES)]
-    latency = steps * float(alpha[np.unique(classes[used])].max())
     bandwidth = None if unreachable else float(seconds[worst])
-    return PhaseResult(label, steps, latency, bandwidth, float(utilization[worst]),
+    return PhaseResult(label, intra_steps, inter_steps, bandwidth, float(utilization[worst]),
                        float(np.percentile(utilization[used], 99)), ARC_CLASSES[classes[worst]], by_tier,
                        unreachable, samples)
 
 
-def evaluate_plan(topology: Topology, plan: CollectivePlan, alpha: np.ndarray, engine: str = "ecmp",
-                  seeds: int = 8, qps: int = 1, arc_mask: np.ndarray | None = None) -> CollectiveResult:
+def shape_of(plan: CollectivePlan, timing: Timing) -> nccl.GroupShape:
+    channels = timing.channels if plan.servers > 1 else max(2, timing.channels)
+    return nccl.GroupShape(plan.group_size, plan.servers, timing.intra, channels, timing.arch)
+
+
+def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Timing(), engine: str = "ecmp",
+                  seeds: int = 8, qps: int = 1, arc_mask: np.ndarray | None = None) -> AlgorithmResult:
+    """Route one algorithm's phases (every seed of a seeded engine, the median seed kept)."""
     classes = arc_classes(topology)
     chosen = select_engine(topology, RouteRequest(engine, qps=qps, arc_mask=arc_mask))
     pxn = topology.layout.pxn
     demands = [apply_pxn(topology, phase.demand) if pxn else phase.demand for phase in plan.phases]
+    algorithm = BY_KEY[(plan.collective.op, plan.algorithm)]
+    shape = shape_of(plan, timing)
     per_seed = []
     for seed in range(seeds) if chosen.seeded else (0,):
         request = RouteRequest(chosen.name, seed=seed, qps=qps, arc_mask=arc_mask)
         phases = []
         for phase, demand in zip(plan.phases, demands):
             routed = chosen.route(topology, demand, request)
-            phases.append(phase_result(topology, classes, alpha, routed.load, phase.label, phase.steps,
-                                       routed.unreachable_pairs))
-        per_seed.append(CollectiveResult(plan, chosen.name, phases))
+            phases.append(phase_result(topology, classes, routed.load, phase.label, phase.intra_steps,
+                                       phase.inter_steps, routed.unreachable_pairs))
+        per_seed.append(AlgorithmResult(plan, algorithm, shape, timing, chosen.name, phases))
     if not chosen.seeded:
         return per_seed[0]
     # report the median seed (by time); keep every seed's time and utilization
-    times = [r.time_s if r.time_s is not None else np.inf for r in per_seed]
+    times = [r.best(plan.collective.size_bytes)[1] for r in per_seed]
+    times = [np.inf if t is None else t for t in times]
     median = per_seed[int(np.argsort(times)[len(times) // 2])]
     median.seed_times = [None if t == np.inf else t for t in times]
-    median.seed_max_utilization = [r.max_link_utilization for r in per_seed]
+    median.seed_max_utilization = [max(p.max_utilization for p in r.phases) for r in per_seed]
     return median
 
 
-def evaluate_workload(topology: Topology, design: Design, catalog: Catalog, alpha_scale: float = 1.0,
+def evaluate_collective(topology: Topology, plans: list, timing: Timing = Timing(), engine: str = "ecmp",
+                        seeds: int = 8, qps: int = 1, arc_mask: np.ndarray | None = None) -> CollectiveResult:
+    """Every candidate algorithm's plan routed; the tuner's choice at the collective's size reported."""
+    choices = [evaluate_plan(topology, plan, timing, engine, seeds, qps, arc_mask) for plan in plans]
+    result = CollectiveResult(choices, choices[0], choices[0].algorithm.protocols[-1])
+    chosen, protocol, _ = result.at(plans[0].collective.size_bytes)
+    result.chosen, result.protocol = chosen, protocol
+    return result
+
+
+def evaluate_workload(topology: Topology, design: Design, catalog: Catalog, latency_scale: float = 1.0,
                       arc_mask: np.ndarray | None = None) -> list[CollectiveResult]:
-    alpha = alpha_by_class(design, catalog, alpha_scale)
+    timing = timing_for(design, catalog, latency_scale)
     routing = design.routing
-    return [evaluate_plan(topology, plan, alpha, routing.engine, routing.seeds, routing.qps, arc_mask)
-            for plan in plan_workload(topology, design)]
+    return [evaluate_collective(topology, plans, timing, routing.engine, routing.seeds, routing.qps, arc_mask)
+            for plans in plan_workload(topology, design)]

@@ -69,18 +69,30 @@ class Demand:
 
 @dataclass
 class Phase:
+    """One stage of a collective: its flows, and its latency steps inside a server and across the network
+    (the step counts of NCCL's latency model)."""
+
     label: str
     demand: Demand
-    steps: int
+    intra_steps: int
+    inter_steps: int = 0
+
+    @property
+    def steps(self) -> int:
+        return self.intra_steps + self.inter_steps
 
 
 @dataclass
 class CollectivePlan:
+    """One algorithm's phases for a collective over all its groups; ``servers``: servers one group spans."""
+
     collective: Collective
     group_size: int
     groups: int
     busbw_factor: float
     phases: list
+    algorithm: str = ""
+    servers: int = 1
 
 
 BUSBW_FACTOR = {

@@ -30,19 +30,26 @@ def _per(usd: float, gbps: float):
 
 def _collective(result) -> dict:
     c = result.plan.collective
+    chosen, protocol = result.chosen, result.protocol
+    latencies = chosen.phase_latencies_s(protocol)
+    bandwidths = chosen.phase_bandwidths_s(protocol, c.size_bytes) if chosen.reachable else [None] * len(latencies)
     out = {
-        "name": c.name, "op": c.op, "algorithm": c.algorithm, "group": c.group,
+        "name": c.name, "op": c.op, "algorithm": result.algorithm, "protocol": protocol,
+        "algorithm_requested": c.algorithm, "channels": result.channels, "group": c.group,
         "group_size": result.plan.group_size, "groups": result.plan.groups, "size_bytes": c.size_bytes,
-        "time_s": _num(result.time_s), "algbw_GBps": _num(result.algbw_GBps), "busbw_GBps": _num(result.busbw_GBps),
+        "time_s": _num(result.time_s), "latency_s": _num(result.latency_s),
+        "algbw_GBps": _num(result.algbw_GBps), "busbw_GBps": _num(result.busbw_GBps),
         "max_link_utilization": _num(result.max_link_utilization),
         "p99_link_utilization": _num(result.p99_link_utilization),
         "bottleneck": result.bottleneck,
         "utilization_by_tier": {t: _num(v) for t, v in result.utilization_by_tier.items()},
         "engine": result.engine,
         "unreachable_pairs": result.unreachable_pairs,
-        "phases": [{"label": p.label, "steps": p.steps, "latency_s": _num(p.latency_s), "time_s": _num(p.time_s),
+        "phases": [{"label": p.label, "steps": p.steps, "latency_s": _num(lat),
+                    "time_s": None if bw is None else _num(lat + bw),
                     "max_utilization": _num(p.max_utilization), "bottleneck": p.bottleneck}
-                   for p in result.phases],
+                   for p, lat, bw in zip(result.phases, latencies, bandwidths)],
+        "alternatives_time_s": {k: _num(v) for k, v in result.alternatives().items()},
     }
     if result.seed_times:
         out["seeds"] = {"time_s": [_num(t) for t in result.seed_times],

@@ -42,18 +42,41 @@ def collective_times_figure(report: dict):
     rows = [c for c in report["collectives"] if c["time_s"] is not None]
     fig, axis = plt.subplots(figsize=(8, 1 + 0.6 * max(1, len(rows))))
     names = [c["name"] for c in rows]
-    latency = np.array([sum(p["latency_s"] for p in c["phases"]) * 1e3 for c in rows])
+    latency = np.array([c["latency_s"] * 1e3 for c in rows])
     total = np.array([c["time_s"] * 1e3 for c in rows])
-    axis.barh(names, latency, color="#c44e52", label="latency (steps x alpha)")
+    axis.barh(names, latency, color="#c44e52", label="latency (NCCL's model)")
     axis.barh(names, total - latency, left=latency, color="#4c72b0", label="bandwidth (busiest link)")
     for y, c in enumerate(rows):
-        axis.annotate(f" {c['busbw_GBps']:.1f} GB/s busbw, {c['bottleneck']}", (total[y], y), va="center",
+        axis.annotate(f" {c['busbw_GBps']:.1f} GB/s busbw, {c['algorithm']}/{c['protocol']}, {c['bottleneck']}",
+                      (total[y], y), va="center",
                       fontsize="small")
     axis.set_xlabel("time per collective (ms)")
     axis.set_xlim(0, (total.max() if rows else 1) * 1.6)
     axis.invert_yaxis()
     axis.legend(loc="lower right", fontsize="small")
     axis.set_title(f"Collective completion time: {report['design']['name']} ({report['design']['gpus']:,} GPUs)")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_figure(sweeps: list):
+    """Busbw against size (log scale), predicted per sweep, and measured where a log was given."""
+    fig, axis = plt.subplots(figsize=(8, 5))
+    for sweep in sweeps:
+        rows = [r for r in sweep["rows"] if r["busbw_GBps"] is not None]
+        label = f"{sweep['op']} over {sweep['group']} ({sweep['group_size']:,} ranks)"
+        line, = axis.plot([r["size_bytes"] for r in rows], [r["busbw_GBps"] for r in rows], "-o", markersize=3,
+                          label=f"predicted: {label}")
+        if sweep["log"]:
+            got = [r for r in sweep["rows"] if r.get("measured_busbw_GBps") is not None]
+            axis.plot([r["size_bytes"] for r in got], [r["measured_busbw_GBps"] for r in got], "x--",
+                      color=line.get_color(), label=f"measured: {sweep['log'].rsplit('/', 1)[-1]}")
+    axis.set_xscale("log", base=2)
+    axis.set_xlabel("size (bytes)")
+    axis.set_ylabel("busbw (GB/s)")
+    axis.grid(True, which="major", alpha=0.3)
+    axis.legend(fontsize="small")
+    axis.set_title(f"Collective bus bandwidth by size: {sweeps[0]['design']}")
     fig.tight_layout()
     return fig
 

@@ -215,3 +215,51 @@ def render_optimize(result: dict, fmt: str) -> str:
         out += [""] + _heading("Infeasible", markdown)
         out += table(["Reason", "Candidates"], [(r, n) for r, n in infeasible["reasons"].items()], markdown, right=(1,))
     return "\n".join(out).rstrip() + "\n"
+
+
+def render_sweep(result: dict, fmt: str) -> str:
+    """A collective sweep in nccl-tests' own layout (``#`` header lines, one row per size), as a markdown
+    table, or as JSON; with a log, measured busbw and the error beside, and a summary line."""
+    if fmt == "json":
+        return json.dumps(result, indent=2) + "\n"
+    markdown = fmt == "markdown"
+    measured = bool(result["log"])
+    title = (f"topoplan nccl: {result['op']} over {result['group']} ({result['group_size']:,} ranks on "
+             f"{result['servers_per_group']:,} servers, {result['groups']:,} group(s)) of {result['design']}, "
+             f"engine {result['engine']}" + (f"; measured: {result['log']}" if measured else ""))
+
+    def fx(x, digits=2):
+        return "-" if x is None else f"{x:.{digits}f}"
+
+    out = []
+    if markdown:
+        out += [f"**{title}**", ""]
+        headers = ["size (B)", "count", "type", "redop", "root", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
+                   "algorithm", "protocol"] + (["measured busbw", "error"] if measured else [])
+        rows = [[f"{r['size_bytes']:,}", f"{r['count']:,}", r["type"], r["redop"], r["root"], fx(r["time_us"]),
+                 fx(r["algbw_GBps"]), fx(r["busbw_GBps"]), r["algorithm"], r["protocol"]]
+                + ([fx(r["measured_busbw_GBps"]), "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"]
+                   if measured else []) for r in result["rows"]]
+        out += table(headers, rows, True, right=(0, 1, 4, 5, 6, 7, 10, 11))
+    else:
+        out.append(f"# {title}")
+        head = f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>6} {'time':>8} {'algbw':>7} {'busbw':>7}"
+        units = f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>6} {'(us)':>8} {'(GB/s)':>7} {'(GB/s)':>7}"
+        if measured:
+            head += f" {'measured':>9} {'error':>7}"
+            units += f" {'(GB/s)':>9} {'':>7}"
+        out += [head + "  algorithm/protocol", units]
+        for r in result["rows"]:
+            line = (f"{r['size_bytes']:>12} {r['count']:>12} {r['type']:>8} {r['redop']:>6} {r['root']:>6} "
+                    f"{fx(r['time_us']):>8} {fx(r['algbw_GBps']):>7} {fx(r['busbw_GBps']):>7}")
+            if measured:
+                error = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
+                line += f" {fx(r['measured_busbw_GBps']):>9} {error:>7}"
+            out.append(line + f"  {r['algorithm']}/{r['protocol']}")
+    summary = result["summary"]
+    if summary:
+        out += ["", ("**Summary:** " if markdown else "# Summary: ") +
+                f"over {summary['sizes']} sizes from {format_bytes(summary['from_bytes'])}, predicted busbw is off by "
+                f"{summary['median_abs_error'] * 100:.1f}% (median) and {summary['worst_abs_error'] * 100:.1f}% "
+                "(worst) against the log"]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,146 @@
+"""NCCL's cost model (flow/nccl.py) against numbers worked out by hand from the reference's formulas, and
+topoplan's routed predictions against NCCL's model on non-blocking fabrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from topoplan.flow import nccl
+from topoplan.flow.algorithms import BY_KEY, plan_collective
+from topoplan.flow.metrics import Timing, evaluate_collective, evaluate_plan, timing_for
+from topoplan.generators import generate
+from topoplan.spec import Collective
+
+GiB, MiB = 2**30, 2**20
+
+# (family, op, protocol, ranks, nodes, nominal busBw GB/s, size, channels, seconds), Hopper, NVLink inside
+# a node. Worked by hand from ../shared/reference/nccl_model.md: e.g. the first, ring AllReduce Simple on
+# 4 x 8 ranks: latency 8.4 + 56 x 3.4 (intra) + 6 x 14 (network) = 282.8 us; algbw 400 x 32/62 GB/s;
+# 1 GiB / algbw = 5200.94 us; 5483.74 us in all.
+HAND_WORKED = [
+    ("ring", "allreduce", "Simple", 32, 4, 400, 1073741824, 16, 5.483737e-03),
+    ("ring", "allreduce", "LL128", 32, 4, 400, 1048576, 16, 1.499207e-04),
+    ("ring", "allreduce", "LL", 32, 4, 400, 8, 16, 7.880008e-05),
+    ("ring", "allgather", "Simple", 128, 16, 400, 268435456, 16, 1.265046e-03),
+    ("ring", "reducescatter", "LL128", 128, 16, 400, 4194304, 16, 2.981085e-04),
+    ("ring", "allreduce", "Simple", 1024, 1024, 50, 8589934592, 2, 3.719142e-01),   # one rank per node
+    ("tree", "allreduce", "Simple", 64, 8, 400, 1073741824, 16, 5.983953e-03),
+    ("tree", "allreduce", "LL", 512, 64, 400, 65536, 16, 7.655346e-05),
+    ("tree", "allreduce", "LL128", 8192, 1024, 400, 16777216, 16, 2.987592e-04),
+    ("ring", "allreduce", "Simple", 16, 2, 400, 8589934592, 16, 4.039692e-02),
+    ("ring", "allgather", "LL", 8192, 1024, 400, 8, 16, 9.936700e-03),
+    ("ring", "allreduce", "LL128", 64, 8, 400, 536870912, 8, 3.882816e-03),     # capped: 8 x 36.7 GB/s
+]
+
+
+@pytest.mark.parametrize("family, op, protocol, ranks, nodes, bus, size, channels, seconds", HAND_WORKED)
+def test_nccl_model_matches_hand_worked_points(family, op, protocol, ranks, nodes, bus, size, channels, seconds):
+    shape = nccl.GroupShape(ranks, nodes, "nvlink", channels, "hopper")
+    assert nccl.nccl_model_time_s(op, family, protocol, shape, size, bus) == pytest.approx(seconds, rel=1e-6)
+
+
+def test_protocol_crossover_follows_size():
+    """Latency-bound sizes take LL, bandwidth-bound ones Simple (NCCL's tuner on 4 x 8 H100 ranks)."""
+    shape = nccl.GroupShape(32, 4, "nvlink", 16, "hopper")
+    best = {size: min(nccl.PROTOCOLS, key=lambda p: nccl.nccl_model_time_s("allreduce", "ring", p, shape, size, 400))
+            for size in (8, 64 * MiB, 8 * GiB)}
+    assert best == {8: "LL", 64 * MiB: "LL128", 8 * GiB: "Simple"}
+
+
+def _dgx_design(make_design, servers: int, tp: int = 1):
+    design = make_design(cluster={"gpus": 8 * servers},
+                         workload={"parallelism": {"tp": tp, "dp": 8 * servers // tp}} if tp > 1 else None)
+    return design
+
+
+def _result(design, catalog, op, group, size, algorithm):
+    topology = generate(design, catalog)
+    plan = plan_collective(topology, design, Collective("c", op, group, size, algorithm),
+                           BY_KEY[(op, algorithm)])
+    return evaluate_plan(topology, plan, timing_for(design, catalog))
+
+
+# (servers, op, algorithm, group, tp, nominal busBw): ring at any node count, trees from 8 nodes (below
+# that the heap-layout tree has no node that is inner in one tree and a leaf in the other; see
+# docs/validation.md). A group of one GPU per server (tp = 8) is bounded by that GPU's NIC.
+NONBLOCKING = [
+    (2, "allreduce", "ring", "world", 1, 400), (4, "allreduce", "ring", "world", 1, 400),
+    (16, "allreduce", "ring", "world", 1, 400), (128, "allreduce", "ring", "world", 1, 400),
+    (4, "allgather", "ring", "world", 1, 400), (32, "reducescatter", "ring", "world", 1, 400),
+    (1024, "allreduce", "ring", "dp", 8, 50), (8, "allreduce", "tree", "world", 1, 400),
+    (64, "allreduce", "tree", "world", 1, 400), (1024, "allreduce", "tree", "dp", 8, 50),
+]
+
+
+@pytest.mark.parametrize("servers, op, algorithm, group, tp, bus", NONBLOCKING)
+def test_routed_prediction_equals_nccl_model_on_a_nonblocking_fabric(make_design, catalog, servers, op, algorithm,
+                                                                       group, tp, bus):
+    design = _dgx_design(make_design, servers, tp)
+    result = _result(design, catalog, op, group, GiB, algorithm)
+    shape = result.shape
+    assert shape.nodes == servers and shape.channels == 16 and shape.arch == "hopper"
+    family = BY_KEY[(op, algorithm)].family
+    for size in (8, 64 * 1024, 16 * MiB, GiB, 8 * GiB):
+        for protocol in nccl.PROTOCOLS:
+            want = nccl.nccl_model_time_s(op, family, protocol, shape, size, bus)
+            assert result.time_s(protocol, size) == pytest.approx(want, rel=0.01), (size, protocol)
+
+
+def test_world_allreduce_on_four_dgx_h100_uses_every_nic(make_design, catalog):
+    """Channels leave each server through all 8 NICs: several hundred GB/s busbw, not one NIC's 50. The
+    tuner takes the tree here: on 4 nodes no NIC carries more than 3 of its channels' tree edges, fewer
+    than the 4 that NCCL's nominal tree bandwidth assumes, so it beats the ring's 400 GB/s ceiling."""
+    from topoplan.flow import route
+    from topoplan.topology import KIND
+
+    design = _dgx_design(make_design, 4)
+    topology = generate(design, catalog)
+    collective = Collective("c", "allreduce", "world", GiB, "auto")
+    plans = [plan_collective(topology, design, collective, a)
+             for a in (BY_KEY[("allreduce", "ring")], BY_KEY[("allreduce", "tree")])]
+    result = evaluate_collective(topology, plans, timing_for(design, catalog))
+    ring_time = result.choices[0].time_s("Simple", GiB)
+    assert 350 < GiB / ring_time / 1e9 * 2 * 31 / 32 < 400
+    assert result.algorithm == "tree" and result.protocol == "Simple"
+    assert 400 < result.busbw_GBps < 500
+    load = route(topology, plans[0].phases[0].demand).load
+    nic_up = (topology.kind[topology.src] == KIND["nic"]) & (topology.kind[topology.dst] == KIND["switch"])
+    assert nic_up.sum() == 32 and (load[nic_up] > 0).all()
+    assert np.ptp(load[nic_up]) <= 1e-9 * load[nic_up].max()  # every NIC carries the same share
+
+
+def test_one_gpu_per_node_ring_is_bounded_by_its_nic(make_design, catalog):
+    design = _dgx_design(make_design, 64, tp=8)
+    result = _result(design, catalog, "allreduce", "dp", 8 * GiB, "ring")
+    busbw = 8 * GiB / result.best(8 * GiB)[1] / 1e9 * 2 * 63 / 64
+    assert 45 < busbw <= 50
+
+
+def test_hierarchical_is_bounded_by_its_slowest_stage(make_design, catalog):
+    """Pipelined by chunks: bandwidth-only time -> the slowest stage (plus fill), not the sum of the three."""
+    design = _dgx_design(make_design, 32)
+    result = _result(design, catalog, "allreduce", "world", 8 * GiB, "hierarchical")
+    stages = result.phase_bandwidths_s("Simple", 8 * GiB)
+    bandwidth = result.bandwidth_s("Simple", 8 * GiB)
+    assert bandwidth < sum(stages)
+    chunks = 8 * GiB / (result.shape.channels * nccl.PIPELINE_CHUNK_BYTES)
+    assert bandwidth == pytest.approx(max(stages) + (sum(stages) - max(stages)) / chunks, rel=1e-12)
+    assert bandwidth == pytest.approx(max(stages), rel=0.01)
+
+
+def test_alltoall_latency_is_not_summed_over_peers(make_design, catalog):
+    design = _dgx_design(make_design, 128)
+    result = _result(design, catalog, "alltoall", "world", 8, "direct")
+    assert result.latency_s("Simple") < 50e-6   # one step, not 1,023
+
+
+def test_latency_scale_zero_is_bandwidth_only(make_design, catalog):
+    design = _dgx_design(make_design, 4)
+    topology = generate(design, catalog)
+    plan = plan_collective(topology, design, Collective("c", "allreduce", "world", GiB, "ring"))
+    with_latency = evaluate_plan(topology, plan, timing_for(design, catalog))
+    without = evaluate_plan(topology, plan, Timing(0.0, "nvlink", "hopper", 16))
+    assert without.latency_s("Simple") == 0.0
+    assert with_latency.time_s("Simple", GiB) - without.time_s("Simple", GiB) == pytest.approx(
+        nccl.ring_latency_us("allreduce", "Simple", with_latency.shape) * 1e-6, rel=1e-9)

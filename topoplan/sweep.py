@@ -1,0 +1,161 @@
+"""A collective swept over sizes as nccl-tests runs it, and predictions held against real logs.
+
+``sweep(design, catalog, op, group, sizes, algorithm)`` routes each candidate algorithm once (at the
+largest size: every demand is proportional to the size) and returns one ``SweepRow`` per size with the
+tuner's choice, in nccl-tests units. ``against_log(result, log)`` predicts at the log's own sizes and
+puts measured beside predicted. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from .catalog import Catalog
+from .errors import Problem, SpecError
+from .flow.algorithms import FOR_OP, plan_collective, candidates
+from .flow.metrics import CollectiveResult, evaluate_collective, timing_for
+from .nccltests import NcclLog
+from .spec import Collective, Design
+
+TYPE_BYTES = 4  # nccl-tests' default type, float
+MAX_SIZES = 64
+# nccl-tests binary names of topoplan's ops
+TEST_NAMES = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
+              "alltoall": "alltoall", "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "sendrecv"}
+REDOP = {"allreduce": "sum", "reducescatter": "sum", "reduce": "sum", "sendrecv": "sum"}
+ROOTED = ("broadcast", "reduce")
+ERROR_FROM_BYTES = 2**20   # the summary's errors cover sizes from 1 MiB up
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    root: int
+    time_us: float | None
+    algbw_GBps: float | None
+    busbw_GBps: float | None
+    algorithm: str
+    protocol: str
+    measured_busbw_GBps: float | None = None
+    measured_line: int = 0
+
+    @property
+    def error(self) -> float | None:
+        """(predicted - measured) / measured busbw."""
+        if self.measured_busbw_GBps is None or self.busbw_GBps is None or self.measured_busbw_GBps <= 0:
+            return None
+        return (self.busbw_GBps - self.measured_busbw_GBps) / self.measured_busbw_GBps
+
+
+@dataclass
+class Sweep:
+    design: str
+    op: str
+    group: str
+    group_size: int
+    groups: int
+    servers: int
+    engine: str
+    rows: list = field(default_factory=list)
+    log: str = ""
+
+    def summary(self, from_bytes: int = ERROR_FROM_BYTES) -> dict | None:
+        """Median and worst |error| over sizes >= ``from_bytes`` (None without a log)."""
+        errors = [abs(r.error) for r in self.rows if r.error is not None and r.size_bytes >= from_bytes]
+        if not errors:
+            return None
+        return {"from_bytes": from_bytes, "sizes": len(errors), "median_abs_error": statistics.median(errors),
+                "worst_abs_error": max(errors)}
+
+
+    def to_json(self) -> dict:
+        def num(x):
+            return None if x is None else float(f"{x:.6g}")
+
+        rows = []
+        for r in self.rows:
+            row = {"size_bytes": r.size_bytes, "count": r.count, "type": r.dtype, "redop": r.redop, "root": r.root,
+                   "time_us": num(r.time_us), "algbw_GBps": num(r.algbw_GBps), "busbw_GBps": num(r.busbw_GBps),
+                   "algorithm": r.algorithm, "protocol": r.protocol}
+            if self.log:
+                row.update({"measured_busbw_GBps": r.measured_busbw_GBps, "error": num(r.error),
+                            "log_line": r.measured_line})
+            rows.append(row)
+        summary = self.summary()
+        return {"design": self.design, "op": self.op, "group": self.group, "group_size": self.group_size,
+                "groups": self.groups, "servers_per_group": self.servers, "engine": self.engine, "log": self.log,
+                "rows": rows, "summary": None if summary is None else {k: num(v) if isinstance(v, float) else v
+                                                                     for k, v in summary.items()}}
+
+
+def op_name(text: str) -> str | None:
+    """topoplan's op for ``all_reduce``, ``all_reduce_perf`` or ``allreduce``."""
+    key = text.lower().removesuffix("_perf")
+    return TEST_NAMES.get(key) or (key if key in FOR_OP else None)
+
+
+def sizes_from(begin: int, end: int, factor: int) -> list[int]:
+    """nccl-tests' -b/-e/-f sizes."""
+    if begin < 1 or end < begin:
+        raise SpecError([Problem("-b/-e", 0, "", f"sizes from {begin:,} to {end:,} bytes are not a range",
+                                 "give -b no larger than -e, both at least 1 byte")])
+    if factor < 2:
+        raise SpecError([Problem("-f", 0, "", f"step factor {factor} never grows the size", "use -f 2 or more")])
+    sizes = [begin]
+    while sizes[-1] * factor <= end and len(sizes) <= MAX_SIZES:
+        sizes.append(sizes[-1] * factor)
+    if len(sizes) > MAX_SIZES:
+        raise SpecError([Problem("-b/-e/-f", 0, "", f"more than {MAX_SIZES} sizes", "use a larger -f or a narrower range")])
+    return sizes
+
+
+def _count(op: str, size: int, ranks: int) -> int:
+    if op in ("allgather", "reducescatter", "alltoall"):
+        return size // TYPE_BYTES // ranks
+    return size // TYPE_BYTES
+
+
+def evaluate_sweep(design: Design, catalog: Catalog, op: str, group: str, largest: int, algorithm: str = "auto",
+                   topology=None) -> CollectiveResult:
+    from .generators import generate
+
+    topology = topology if topology is not None else generate(design, catalog)
+    collective = Collective("sweep", op, group, int(largest), algorithm)
+    plans = [plan_collective(topology, design, collective, a) for a in candidates(collective)]
+    routing = design.routing
+    return evaluate_collective(topology, plans, timing_for(design, catalog), routing.engine, routing.seeds,
+                               routing.qps)
+
+
+def sweep(design: Design, catalog: Catalog, op: str, group: str, sizes: list, algorithm: str = "auto",
+          topology=None, measured: dict | None = None, log: str = "") -> Sweep:
+    """Predictions at ``sizes`` (and, when ``measured`` maps size -> (busbw, line), the measurement)."""
+    result = evaluate_sweep(design, catalog, op, group, max(sizes), algorithm, topology)
+    plan = result.plan
+    out = Sweep(design.name, op, group, plan.group_size, plan.groups, plan.servers, result.engine, log=log)
+    measured = measured or {}
+    for size in sizes:
+        choice, protocol, time_s = result.at(size)
+        algbw = None if not time_s else size / time_s / 1e9
+        busbw = None if algbw is None else algbw * plan.busbw_factor
+        busbw_measured, line = measured.get(size, (None, 0))
+        out.rows.append(SweepRow(size, _count(op, size, plan.group_size), "float", REDOP.get(op, "none"),
+                                 0 if op in ROOTED else -1, None if time_s is None else time_s * 1e6, algbw, busbw,
+                                 choice.algorithm.name, protocol, busbw_measured, line))
+    return out
+
+
+def against_log(design: Design, catalog: Catalog, op: str, group: str, log: NcclLog, algorithm: str = "auto",
+                topology=None) -> Sweep:
+    """Predict at every size the log measured (sizes 0 skipped), measured busbw beside (out-of-place)."""
+    if log.op is not None and log.op != op:
+        raise SpecError([Problem(log.path, 0, "", f"the log measured {log.op}, not {op}",
+                                 f"run the sweep with --op {log.op}, or pass the {op} log")])
+    measured = {r.size_bytes: (r.busbw_GBps, r.line) for r in log.rows if r.size_bytes > 0}
+    if not measured:
+        raise SpecError([Problem(log.path, 0, "", "the log has no row with a size above 0")])
+    return sweep(design, catalog, op, group, sorted(measured), algorithm, topology, measured, log.path)
