@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import yamlio
 from .errors import Problem, SpecError, did_you_mean
-from .schema import Context, Enum, Int, Key, List, Num, Obj, Str, has_missing
+from .schema import Bool, Context, Enum, Int, Key, List, Num, Obj, Str, has_missing
 
 
 def builtin_catalog_dir() -> Path:
@@ -152,6 +152,7 @@ class Server:
     price_usd: float
     source: str
     host: dict | None = None   # PCIe layout template (sockets, switches), for host graphs
+    nvls: bool = False         # its NVSwitch reduces in the switch (NVLink SHARP, Hopper and newer)
 
 
 def pcie_gbps(gen: int, lanes: int) -> float:
@@ -203,6 +204,7 @@ _SECTIONS = {
         "pcie_gen": Key(Int(minimum=1, maximum=7), True), "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True),
         "nvlink_alpha_us": Key(_NONNEG, True), "pcie_alpha_us": Key(_NONNEG, True),
         "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True),
+        "nvls": Key(Bool(doc="NVSwitch with NVLink SHARP: NCCL's NVLS algorithms run on it"), False, False),
         "host": Key(Obj({
             "sockets": Key(Int(minimum=1, maximum=8), True),
             "cpu": Key(Enum(("intel-skl", "intel-spr", "intel-emr", "amd")), True),

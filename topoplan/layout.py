@@ -81,6 +81,7 @@ class Layout:
     diameter_hops: int = 0         # -1 when some GPUs cannot reach each other
     relay_kinds: tuple = SWITCHED_RELAY_KINDS  # node kinds that forward others' traffic
     pxn: bool = False              # cross-rail flows move over NVLink first (NCCL PXN on rail fabrics)
+    nvls: bool = False             # the servers' NVSwitch reduces in the switch (NCCL's NVLS algorithms)
     bisection_gbps: float | None = None        # analytic value, where the generator knows it
     bisection_method: str = ""
     warnings: tuple = ()

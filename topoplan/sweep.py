@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .catalog import Catalog
 from .errors import Problem, SpecError
-from .flow.algorithms import FOR_OP, plan_collective, candidates
+from .flow.algorithms import FOR_OP, applicable, plan_collective
 from .flow.metrics import CollectiveResult, evaluate_collective, timing_for
 from .nccltests import NcclLog
 from .spec import Collective, Design
@@ -125,7 +125,7 @@ def evaluate_sweep(design: Design, catalog: Catalog, op: str, group: str, larges
 
     topology = topology if topology is not None else generate(design, catalog)
     collective = Collective("sweep", op, group, int(largest), algorithm)
-    plans = [plan_collective(topology, design, collective, a) for a in candidates(collective)]
+    plans = [plan_collective(topology, design, collective, a) for a in applicable(topology, design, collective)]
     routing = design.routing
     return evaluate_collective(topology, plans, timing_for(design, catalog), routing.engine, routing.seeds,
                                routing.qps)

@@ -66,6 +66,7 @@ class Algorithm:
     auto: bool = False             # a candidate when the spec says ``algorithm: auto`` (NCCL's tuner picks)
     protocols: tuple = ("LL", "LL128", "Simple")
     pipelined: bool = False        # its phases overlap by chunks (time: the slowest stage plus fill)
+    refusal: Callable | None = None  # (topology, members) -> why it cannot run there, or "" / None when it can
 
     def busbw_factor(self, p: int) -> float:
         return BUSBW_FACTOR[self.op](p)
@@ -142,6 +143,47 @@ def tree_allreduce(topology, design, collective, members, S):
     levels = math.floor(math.log2(m)) if m > 1 else 0
     return [Phase(f"double binary tree on {channels} channels, reduce + broadcast pipelined", merge(parts),
                   2 * (g - 1), 2 * levels)]
+
+
+def _nvls_refusal(topology: Topology, members: np.ndarray) -> str:
+    if not topology.layout.nvls:
+        return "NVLS needs an NVSwitch that reduces in the switch (catalog: nvls: true, Hopper and newer)"
+    if by_server(topology, members)[2] > 1:
+        return "NVLS alone runs inside one NVLink domain; across servers NCCL uses NVLS-Tree"
+    return ""
+
+
+def _nvls_tree_refusal(topology: Topology, members: np.ndarray) -> str:
+    if not topology.layout.nvls:
+        return "NVLS-Tree needs an NVSwitch that reduces in the switch (catalog: nvls: true)"
+    _, g, m = by_server(topology, members)
+    if m < 2:
+        return "NVLS-Tree joins several servers; inside one NVLink domain NCCL uses NVLS"
+    if g == 0:
+        return "NVLS-Tree needs the same number of the group's ranks on every server"
+    return ""
+
+
+def nvls_allreduce(topology, design, collective, members, S):
+    """NVLS: every GPU writes its buffer into the NVSwitch, which reduces, and reads the result back: each
+    GPU's NVLink carries the whole buffer once each way (a ring of S per member has exactly those loads)."""
+    return [Phase("NVLS: reduce and multicast in the NVSwitch", ring_demand(members, S), 1, 0, "nvls")]
+
+
+def nvls_tree_allreduce(topology, design, collective, members, S):
+    """NVLS-Tree: NVLS inside each server leaves every GPU with its 1/g shard reduced; the shards of one
+    local index form a double binary tree across servers (each GPU's NIC carries its shard's tree), and
+    NVLS multicasts the result back. The two stages pipeline."""
+    members, g, m = by_server(topology, members)
+    groups = members.shape[0]
+    blocks = members.reshape(groups, m, g)
+    intra = ring_demand(blocks.reshape(groups * m, g), S)
+    rails = blocks.transpose(0, 2, 1).reshape(groups * g, m)   # one row per local index
+    half = S / g / 2
+    inter = merge([tree_demand(rails, half), tree_demand(rails, half, mirror=True)])
+    levels = math.floor(math.log2(m))
+    return [Phase("NVLS inside each server", intra, 1, 0, "nvls"),
+            Phase(f"double binary tree of 1/{g} shards across servers", inter, 0, 2 * levels, "nvls_tree_net")]
 
 
 def hierarchical_allreduce(topology: Topology, design: Design, collective: Collective, members: np.ndarray,
@@ -262,6 +304,10 @@ def stage_to_stage(topology, design, collective, members, S):
 ALGORITHMS: tuple[Algorithm, ...] = (
     Algorithm("allreduce", "ring", ring_allreduce, default=True, nccl=True, auto=True),
     Algorithm("allreduce", "tree", tree_allreduce, family="tree", nccl=True, auto=True),
+    Algorithm("allreduce", "nvls", nvls_allreduce, family="nvls", nccl=True, auto=True, protocols=("Simple",),
+              refusal=_nvls_refusal),
+    Algorithm("allreduce", "nvls-tree", nvls_tree_allreduce, family="nvls_tree", nccl=True, auto=True,
+              protocols=("Simple",), pipelined=True, refusal=_nvls_tree_refusal),
     Algorithm("allreduce", "hierarchical", hierarchical_allreduce, protocols=("Simple",), pipelined=True),
     Algorithm("allreduce", "grid", grid_allreduce, fabrics=("railx",),
               fabric_error="the grid algorithm runs on the rings of a RailX grid",
@@ -292,17 +338,37 @@ def candidates(collective: Collective) -> tuple[Algorithm, ...]:
     return (BY_KEY[(collective.op, collective.algorithm)],)
 
 
+def why_not(algorithm: Algorithm, topology: Topology, members: np.ndarray) -> str:
+    """Why ``algorithm`` cannot run this group on this fabric ("" when it can)."""
+    return (algorithm.refusal(topology, members) or "") if algorithm.refusal else ""
+
+
 def plan_collective(topology: Topology, design: Design, collective: Collective,
                     algorithm: Algorithm | None = None) -> CollectivePlan:
     """The phases of one collective under ``algorithm`` (default: its first candidate)."""
     algorithm = algorithm or candidates(collective)[0]
     members = group_gpus(topology, design, collective.group)
+    why = why_not(algorithm, topology, members)
+    if why:
+        index = design.workload.collectives.index(collective) if collective in design.workload.collectives else 0
+        raise design.infeasible(f"workload.collectives[{index}].algorithm", why,
+                                "use algorithm: auto, which takes what this fabric supports")
     groups, p = members.shape
     servers = int(np.unique(topology.server[members[0]]).size)
     phases = algorithm.plan(topology, design, collective, members, float(collective.size_bytes))
     return CollectivePlan(collective, p, groups, algorithm.busbw_factor(p), phases, algorithm.name, servers)
 
 
+def applicable(topology: Topology, design: Design, collective: Collective) -> tuple[Algorithm, ...]:
+    """The candidates that can run this collective's group here (under ``auto``, the others are skipped)."""
+    chosen = candidates(collective)
+    if collective.algorithm != AUTO:
+        return chosen
+    members = group_gpus(topology, design, collective.group)
+    return tuple(a for a in chosen if not why_not(a, topology, members))
+
+
 def plan_workload(topology: Topology, design: Design) -> list[list[CollectivePlan]]:
-    """Per collective, one plan per candidate algorithm."""
-    return [[plan_collective(topology, design, c, a) for a in candidates(c)] for c in design.workload.collectives]
+    """Per collective, one plan per candidate algorithm that applies."""
+    return [[plan_collective(topology, design, c, a) for a in applicable(topology, design, c)]
+            for c in design.workload.collectives]

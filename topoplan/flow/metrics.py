@@ -1,8 +1,9 @@
 """Metrics: from link loads to completion time, nccl-tests bandwidths and utilization.
 
 A collective is timed as NCCL times it (``flow/nccl.py``), with the bandwidth taken from routed loads:
-each phase's bandwidth time is ``max over arcs (load / capacity)`` (every flow of the phase runs at once,
-fluid model, and the most loaded link sets the pace); NCCL's protocol factor and cap scale it, and
+each phase's bandwidth time is ``max over arcs (load / capacity)``, NVLink counted at NCCL's own per-link
+figure (``nccl.nvlink_efficiency``); every flow of the phase runs at once (fluid model) and the most
+loaded link sets the pace. NCCL's protocol factor and cap scale it, and
 NCCL's latency formula adds the per-step latencies. Phases run one after another, or, for pipelined
 algorithms, overlap by chunks. Each candidate algorithm (one, or the tuner's set under ``auto``) is
 routed once; since every demand is proportional to the size, the time at any other size (``at``) needs
@@ -55,6 +56,14 @@ class Timing:
     arch: str = "other"
     channels: int = 2
 
+    def capacity_gbps(self, topology: Topology, classes: np.ndarray) -> np.ndarray:
+        """Link capacities as NCCL plans with them: NVLink at NCCL's own per-link figure."""
+        capacity = topology.capacity_gbps
+        efficiency = nccl.nvlink_efficiency(self.arch)
+        if efficiency == 1.0:
+            return capacity
+        return np.where(classes == ARC_CLASSES.index("nvlink"), capacity * efficiency, capacity)
+
 
 def timing_for(design: Design, catalog: Catalog, latency_scale: float = 1.0) -> Timing:
     """NCCL's channels: one ring per NIC found by its topology search, then duplicated (``connect.cc``)."""
@@ -102,10 +111,15 @@ class AlgorithmResult:
         """Each phase's share of the latency; they add up to the collective's latency."""
         a, shape = self.algorithm, self.shape
         scale = self.timing.latency_scale * 1e-6
+        rest = [0.0] * (len(self.phases) - 1)
         if a.nccl and a.family == "tree":
-            return [nccl.tree_latency_us(protocol, shape) * scale]
+            return [nccl.tree_latency_us(protocol, shape) * scale] + rest
+        if a.nccl and a.family == "nvls":
+            return [nccl.nvls_latency_us(shape) * scale] + rest
+        if a.nccl and a.family == "nvls_tree":
+            return [nccl.nvls_tree_latency_us(shape) * scale] + rest
         if a.nccl:
-            return [nccl.ring_latency_us(self.plan.collective.op, protocol, shape) * scale]
+            return [nccl.ring_latency_us(self.plan.collective.op, protocol, shape) * scale] + rest
         base = nccl.phased_latency_us(a.family, protocol, shape, 0, 0)
         return [(nccl.phased_latency_us(a.family, protocol, shape, p.intra_steps, p.inter_steps) - base
                  + (base if i == 0 else 0.0)) * scale for i, p in enumerate(self.phases)]
@@ -113,12 +127,15 @@ class AlgorithmResult:
     def latency_s(self, protocol: str) -> float:
         return float(sum(self.phase_latencies_s(protocol)))
 
-    def factor(self, protocol: str) -> float:
-        return nccl.bandwidth_factor(self.algorithm.family if self.algorithm.nccl else "ring", protocol, self.shape)
+    def factor(self, protocol: str, phase: int = 0) -> float:
+        """NCCL's bandwidth factor for a phase: its own family's, else the algorithm's (ring constants for
+        plans that are not NCCL's)."""
+        family = self.plan.phases[phase].family or (self.algorithm.family if self.algorithm.nccl else "ring")
+        return nccl.bandwidth_factor(family, protocol, self.shape)
 
     def phase_bandwidths_s(self, protocol: str, size: float) -> list[float]:
         scale = size / self.plan.collective.size_bytes if self.plan.collective.size_bytes else 0.0
-        return [p.bandwidth_s * scale / self.factor(protocol) for p in self.phases]
+        return [p.bandwidth_s * scale / self.factor(protocol, i) for i, p in enumerate(self.phases)]
 
     def bandwidth_s(self, protocol: str, size: float) -> float | None:
         if not self.reachable:
@@ -244,8 +261,9 @@ class CollectiveResult:
 
 
 def phase_result(topology: Topology, classes: np.ndarray, load: np.ndarray, label: str, intra_steps: int,
-                 inter_steps: int, unreachable: int = 0) -> PhaseResult:
-    seconds = load / (topology.capacity_gbps * 1e9 / 8)      # time each arc needs for its bytes
+                 inter_steps: int, unreachable: int = 0, capacity_gbps: np.ndarray | None = None) -> PhaseResult:
+    capacity = topology.capacity_gbps if capacity_gbps is None else capacity_gbps
+    seconds = load / (capacity * 1e9 / 8)      # time each arc needs for its bytes
     used = load > 0
     if not used.any():
         return PhaseResult(label, intra_steps, inter_steps, None if unreachable else 0.0, 0.0, 0.0, "none", {},
@@ -281,6 +299,7 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
     demands = [apply_pxn(topology, phase.demand) if pxn else phase.demand for phase in plan.phases]
     algorithm = BY_KEY[(plan.collective.op, plan.algorithm)]
     shape = shape_of(plan, timing)
+    capacity = timing.capacity_gbps(topology, classes)
     per_seed = []
     for seed in range(seeds) if chosen.seeded else (0,):
         request = RouteRequest(chosen.name, seed=seed, qps=qps, arc_mask=arc_mask)
@@ -288,7 +307,7 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
         for phase, demand in zip(plan.phases, demands):
             routed = chosen.route(topology, demand, request)
             phases.append(phase_result(topology, classes, routed.load, phase.label, phase.intra_steps,
-                                       phase.inter_steps, routed.unreachable_pairs))
+                                       phase.inter_steps, routed.unreachable_pairs, capacity))
         per_seed.append(AlgorithmResult(plan, algorithm, shape, timing, chosen.name, phases))
     if not chosen.seeded:
         return per_seed[0]

@@ -49,6 +49,21 @@ TREE_LL128_ONE_NODE = 7 / 9
 # per-channel maximum of ring LL128, GB/s, by GPU architecture (others: no cap is applied)
 RING_LL128_MAX_GBPS_PER_CHANNEL = {"hopper": 36.7, "blackwell": 40.0}
 
+# NVLS (NVLink SHARP: the NVSwitch reduces), Simple protocol only. Latencies: one NVLink NVLS step (25 us),
+# plus the network's (18 us) when the domain spans nodes; NVLS-Tree adds 2 log2(nodes) network steps of
+# 20.9 us. NCCL's tuner adds no base latency to them. Bandwidth: NCCL's NVLS busbw is the NVLink bandwidth
+# x efficiency x (channels - 1) / channels x 2 (AllReduce pipelines its reduce and broadcast), converted
+# to algbw by ranks / (2 (ranks - 1)).
+NVLS_STEP_US = {"nvlink": 25.0, "net": 18.0}
+NVLS_TREE_STEP_US = {"nvlink": 25.0, "net": 20.9}
+NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
+
+# NVLink bandwidth NCCL's topology model assumes per link and direction (src/graph/topo.h SM80/SM90/SM100
+# _NVLINK_BW, GB/s), against the raw per-link rate of that NVLink generation (NVLink3/4 25 GB/s, NVLink5
+# 50 GB/s): NCCL plans intra-node rings at about 80% of the raw rate
+NCCL_NVLINK_GBPS = {"ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
+RAW_NVLINK_GBPS = {"ampere": 25.0, "hopper": 25.0, "blackwell": 50.0}
+
 ARCH_OF_GPU = (("GB200", "blackwell"), ("GB300", "blackwell"), ("B200", "blackwell"), ("B300", "blackwell"),
                ("H100", "hopper"), ("H200", "hopper"), ("H800", "hopper"), ("H20", "hopper"),
                ("A100", "ampere"), ("A800", "ampere"))
@@ -60,6 +75,11 @@ def gpu_arch(gpu_model: str) -> str:
         if gpu_model.upper().startswith(prefix):
             return arch
     return "other"
+
+
+def nvlink_efficiency(arch: str) -> float:
+    """The share of raw NVLink bandwidth NCCL's model counts on (1.0 for architectures it does not list)."""
+    return NCCL_NVLINK_GBPS[arch] / RAW_NVLINK_GBPS[arch] if arch in NCCL_NVLINK_GBPS else 1.0
 
 
 @dataclass(frozen=True)
@@ -133,8 +153,31 @@ def pipelined_s(stage_s: list[float], size_bytes: float, channels: int) -> float
     return slowest + (sum(stage_s) - slowest) / chunks
 
 
+def nvls_latency_us(shape: GroupShape) -> float:
+    return NVLS_STEP_US["nvlink"] + (NVLS_STEP_US["net"] if shape.nodes > 1 else 0.0)
+
+
+def nvls_tree_latency_us(shape: GroupShape) -> float:
+    levels = int(math.floor(math.log2(shape.nodes))) if shape.nodes > 1 else 0
+    return NVLS_TREE_STEP_US["nvlink"] + 2 * levels * NVLS_TREE_STEP_US["net"]
+
+
+def nvls_factor(shape: GroupShape, ranks: int) -> float:
+    """NVLS's share of the bandwidth of its pattern (each GPU sends and receives the whole buffer once over
+    NVLink), so that ``time = T_loads / factor`` is NCCL's ``size / algbw`` over ``ranks`` NVLink peers."""
+    efficiency = NVLS_EFFICIENCY.get(shape.arch, 0.0)
+    channels = max(2, shape.channels)
+    return efficiency * (channels - 1) / channels * ranks / (ranks - 1) if ranks > 1 else 1.0
+
+
 def bandwidth_factor(family: str, protocol: str, shape: GroupShape) -> float:
     """The share of the Simple-protocol bandwidth a protocol reaches (NCCL's refinements)."""
+    if family == "nvls":
+        return nvls_factor(shape, shape.ppn if shape.nodes > 1 else shape.ranks)
+    if family == "nvls_tree_net":
+        # NVLS-Tree's network stage: NCCL's algbw is the nodes' network bandwidth x ranks / (2 (ranks - 1)),
+        # the double binary tree of shards moves 2 x size per node: the ratio of the two
+        return shape.ranks / (shape.ranks - 1) if shape.ranks > 1 else 1.0
     if family == "tree":
         if protocol == "Simple":
             return TREE_FACTOR

@@ -76,6 +76,7 @@ class Phase:
     demand: Demand
     intra_steps: int
     inter_steps: int = 0
+    family: str = ""   # NCCL constants for this phase's bandwidth, when not the algorithm's own
 
     @property
     def steps(self) -> int:

@@ -177,7 +177,7 @@ def tree_layout(plan: ClosPlan, planes: int, hosts, models: dict, warnings: list
     """The layout every tree-structured family attaches (family ``clos`` for the flow engine)."""
     return Layout(family="clos", tiers=plan.tiers, planes=planes, gpus_per_server=hosts.server.gpus,
                   link_gbps=hosts.link_gbps, injection_gbps_per_gpu=hosts.injection_gbps_per_gpu,
-                  warnings=tuple(warnings), tree=tree, **figures)
+                  nvls=hosts.server.nvls, warnings=tuple(warnings), tree=tree, **figures)
 
 
 def _check_size(design: Design, plan: ClosPlan, server, planes: int) -> None:
