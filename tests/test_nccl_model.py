@@ -186,3 +186,38 @@ def test_nvls_is_refused_where_the_switch_cannot_reduce(make_design, catalog):
         ["ring", "tree"]
     with pytest.raises(InfeasibleDesign, match="NVLS needs an NVSwitch"):
         plan_collective(topology, design, Collective("c", "allreduce", "tp", GiB, "nvls"), BY_KEY[("allreduce", "nvls")])
+
+
+# --- congestion still counts -------------------------------------------------------------------------------
+
+def _strided_dp(make_design, catalog, ratio):
+    """1,024 DGX H100 GPUs, dp groups of 8 ranks 16 servers apart: every ring hop leaves its leaf."""
+    design = make_design(cluster={"gpus": 1024}, fabric={"oversubscription": ratio},
+                         workload={"parallelism": {"tp": 8, "pp": 16, "dp": 8}, "order": ["tp", "pp", "dp", "cp"]})
+    topology = generate(design, catalog)
+    plan = plan_collective(topology, design, Collective("c", "allreduce", "dp", GiB, "ring"),
+                           BY_KEY[("allreduce", "ring")])
+    return topology, plan
+
+
+@pytest.mark.parametrize("ratio, leaf_down, leaf_up", [(1, 32, 32), (3, 48, 16)])
+def test_oversubscription_slows_channelled_rings_by_the_uplink_ratio(make_design, catalog, ratio, leaf_down, leaf_up):
+    """Each leaf's NICs (leaf_down of them) all send one ring hop up over leaf_up uplinks: busbw is the NIC's
+    50 GB/s over max(1, down / up)."""
+    topology, plan = _strided_dp(make_design, catalog, ratio)
+    assert topology.layout.tree.plan.down[0] == leaf_down and topology.layout.tree.plan.up[0] == leaf_up
+    result = evaluate_collective(topology, [plan], Timing(0.0))
+    assert result.busbw_GBps == pytest.approx(50.0 / max(1.0, leaf_down / leaf_up), rel=1e-9)
+
+
+def test_hash_collisions_slow_channelled_rings_and_queue_pairs_spread_them(make_design, catalog):
+    design = _dgx_design(make_design, 64)
+    topology = generate(design, catalog)
+    plan = plan_collective(topology, design, Collective("c", "allreduce", "world", GiB, "ring"),
+                           BY_KEY[("allreduce", "ring")])
+    fluid = evaluate_collective(topology, [plan], Timing(0.0))
+    hashed = {qps: evaluate_collective(topology, [plan], Timing(0.0), "ecmp-hash", seeds=4, qps=qps)
+              for qps in (1, 16)}
+    assert fluid.busbw_GBps == pytest.approx(400.0, rel=1e-9)
+    assert hashed[1].max_link_utilization > 1.0 and hashed[1].busbw_GBps < fluid.busbw_GBps
+    assert hashed[1].busbw_GBps < hashed[16].busbw_GBps <= fluid.busbw_GBps * (1 + 1e-9)

@@ -264,12 +264,19 @@ def _crosses_servers(topology, members) -> bool:
     return bool((topology.server[members] != topology.server[members][:, :1]).any())
 
 
+def _pxn_relays(topology, members) -> bool:
+    """PXN will move some of this group's flows over NVLink to another rail's GPU first."""
+    rail = topology.rail[members]
+    return topology.layout.pxn and _crosses_servers(topology, members) and bool((rail != rail[:, :1]).any())
+
+
 def direct_alltoall(topology, design, collective, members, S):
-    """Every ordered pair at once; NCCL progresses all peers together, so the latency is one step."""
+    """Every ordered pair at once; NCCL progresses all peers together, so the latency is one step (plus
+    one NVLink step where PXN relays through another rail's GPU)."""
     p = members.shape[1]
     network = _crosses_servers(topology, members)
     return [Phase("direct, all peers at once", Demand(a2a_members=members, a2a_bytes=S / p),
-                  0 if network else 1, 1 if network else 0)]
+                  (0 if network else 1) + _pxn_relays(topology, members), 1 if network else 0)]
 
 
 def tree_rooted(topology, design, collective, members, S):
