@@ -221,3 +221,37 @@ def test_hash_collisions_slow_channelled_rings_and_queue_pairs_spread_them(make_
     assert fluid.busbw_GBps == pytest.approx(400.0, rel=1e-9)
     assert hashed[1].max_link_utilization > 1.0 and hashed[1].busbw_GBps < fluid.busbw_GBps
     assert hashed[1].busbw_GBps < hashed[16].busbw_GBps <= fluid.busbw_GBps * (1 + 1e-9)
+
+
+# --- CollNet (SHARP) ----------------------------------------------------------------------------------------
+
+def test_collnet_halves_what_each_nic_sends(make_design, catalog):
+    """On QM9700 (SHARP) a world AllReduce over 128 DGX H100: every GPU sends its 1/8 shard into the switches
+    once and gets it back reduced, so algbw is the node's 8 x 50 GB/s x 0.85 (Hopper): 340 GB/s, against
+    about 200 for a ring; latency 2 (3.7 + 7 x 0.4) + 31 us."""
+    design = _dgx_design(make_design, 128)
+    result = _result(design, catalog, "allreduce", "world", 8 * GiB, "collnet")
+    assert result.latency_s("Simple") == pytest.approx((2 * (3.7 + 7 * 0.4) + 31) * 1e-6, rel=1e-12)
+    bandwidth = result.bandwidth_s("Simple", 8 * GiB)
+    assert 8 * GiB / bandwidth / 1e9 == pytest.approx(340.0, rel=0.01)
+    assert result.phases[1].bottleneck == "leaf" and result.phases[1].max_utilization == pytest.approx(1.0)
+
+
+def test_collnet_needs_switches_that_reduce(make_design, catalog):
+    from topoplan.errors import InfeasibleDesign
+    from topoplan.flow.algorithms import applicable
+
+    design = make_design(cluster={"gpus": 64}, fabric={"switch": "nvidia-sn5400"})   # Spectrum: no SHARP
+    topology = generate(design, catalog)
+    assert "collnet" not in [a.name for a in applicable(topology, design, Collective("c", "allreduce", "world",
+                                                                                    GiB, "auto"))]
+    with pytest.raises(InfeasibleDesign, match="reduce in the network"):
+        plan_collective(topology, design, Collective("c", "allreduce", "world", GiB, "collnet"),
+                        BY_KEY[("allreduce", "collnet")])
+
+
+def test_nccl_tests_sizes_are_binary():
+    from topoplan.units import parse_size, parse_test_size
+
+    assert parse_test_size("8G") == 8 * GiB and parse_test_size("1M") == MiB and parse_test_size("64k") == 65536
+    assert parse_test_size("1MB") == parse_size("1MB") == 10**6 and parse_test_size("4096") == 4096

@@ -45,6 +45,7 @@ class Switch:
     power_w: float
     price_usd: float
     source: str
+    in_network_reduction: bool = False   # SHARP: NCCL's CollNet reduces in the switch
 
     def modes(self) -> list[PortMode]:
         """Native and breakout port modes, fastest first."""
@@ -176,7 +177,8 @@ _SECTIONS = {
         "form_factor": Key(_TEXT, True),
         "breakouts": Key(List(Obj({"ports": Key(_COUNT, True), "port_speed_gbps": Key(_POS, True)})), True),
         "latency_ns": Key(_NONNEG, True), "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True),
-        "source": Key(_SOURCE, True)})),
+        "source": Key(_SOURCE, True),
+        "in_network_reduction": Key(Bool(doc="SHARP in-network reduction (NCCL CollNet)"), False, False)})),
     "nics": (Nic, Obj({
         "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
         "ports": Key(_COUNT, True), "port_speed_gbps": Key(_POS, True), "cages": Key(_COUNT, True),

@@ -310,10 +310,10 @@ def compare(base, head, fmt, output, catalog_files):
 
 
 def _size_option(text: str) -> int:
-    from .units import parse_size
+    from .units import parse_test_size
 
     try:
-        return parse_size(text)
+        return parse_test_size(text)
     except (ValueError, TypeError) as err:
         raise click.BadParameter(str(err)) from None
 
@@ -327,7 +327,8 @@ def _size_option(text: str) -> int:
               help="Parallel group it runs over: world, tp, cp, dp, pp or ep (the spec's parallelism).")
 @click.option("--algorithm", default="auto", show_default=True, metavar="NAME",
               help="auto (NCCL's tuner: fastest algorithm and protocol per size) or one to force.")
-@click.option("-b", "--minbytes", "begin", default="8", show_default=True, metavar="SIZE", help="Smallest size.")
+@click.option("-b", "--minbytes", "begin", default="8", show_default=True, metavar="SIZE",
+              help="Smallest size; K, M, G are powers of 1024 as in nccl-tests.")
 @click.option("-e", "--maxbytes", "end", default="8G", show_default=True, metavar="SIZE", help="Largest size.")
 @click.option("-f", "--stepfactor", "factor", type=click.IntRange(min=1), default=2, show_default=True,
               help="Multiply the size by this between rows.")

@@ -82,6 +82,7 @@ class Layout:
     relay_kinds: tuple = SWITCHED_RELAY_KINDS  # node kinds that forward others' traffic
     pxn: bool = False              # cross-rail flows move over NVLink first (NCCL PXN on rail fabrics)
     nvls: bool = False             # the servers' NVSwitch reduces in the switch (NCCL's NVLS algorithms)
+    in_network_reduction: bool = False  # every fabric switch reduces in the switch (SHARP: NCCL's CollNet)
     bisection_gbps: float | None = None        # analytic value, where the generator knows it
     bisection_method: str = ""
     warnings: tuple = ()

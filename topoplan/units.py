@@ -22,8 +22,9 @@ _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z/]*)\
 def parse_size(value) -> int:
     """Bytes from an int or a string such as ``"256MiB"``, ``"1GB"``, ``"4096"``.
 
-    Binary prefixes (KiB, MiB, GiB, TiB) are powers of 1024, decimal ones (KB, MB, GB) powers of 1000,
-    as in nccl-tests' own size arguments. Raises ``ValueError`` with the reason.
+    Binary prefixes (KiB, MiB, GiB, TiB) are powers of 1024, decimal ones (K, KB, M, MB, ...) powers of
+    1000. (nccl-tests' own -b/-e arguments read a bare K, M or G as a power of 1024: see
+    ``parse_test_size``.) Raises ``ValueError`` with the reason.
     """
     if isinstance(value, bool):
         raise ValueError("expected a size like 1GiB or 268435456, got a boolean")
@@ -44,6 +45,15 @@ def parse_size(value) -> int:
     if number < 1:
         raise ValueError(f"size must be at least one byte, got '{value}'")
     return int(round(number))
+
+
+def parse_test_size(value: str) -> int:
+    """Bytes from an nccl-tests -b/-e argument: a bare K, M, G or T suffix is a power of 1024 there (its
+    ``-e 8G`` is 8,589,934,592 bytes); anything else as ``parse_size``."""
+    match = _NUMBER.match(value) if isinstance(value, str) else None
+    if match and match.group(2).lower() in ("k", "m", "g", "t"):
+        return parse_size(f"{match.group(1)}{match.group(2).upper()}iB")
+    return parse_size(value)
 
 
 def parse_rate_gbps(value) -> float:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ..topology import Topology
+from ..topology import KIND, Topology
 from .nccl import ring_steps
 from .placement import group_gpus
 from .traffic import BUSBW_FACTOR, CollectivePlan, Demand, Phase, chain_demand, merge, ring_demand, tree_demand
@@ -186,6 +186,58 @@ def nvls_tree_allreduce(topology, design, collective, members, S):
             Phase(f"double binary tree of 1/{g} shards across servers", inter, 0, 2 * levels, "nvls_tree_net")]
 
 
+def _gpu_nic(topology: Topology) -> np.ndarray:
+    """Per node, the NIC a GPU links to directly (-1: none)."""
+    kind = topology.kind
+    direct = (kind[topology.src] == KIND["gpu"]) & (kind[topology.dst] == KIND["nic"])
+    nic = np.full(topology.num_nodes, -1, dtype=np.int64)
+    nic[topology.src[direct]] = topology.dst[direct]
+    return nic
+
+
+def _collnet_refusal(topology: Topology, members: np.ndarray) -> str:
+    if not topology.layout.in_network_reduction:
+        return "CollNet needs switches that reduce in the network (catalog: in_network_reduction, SHARP)"
+    _, g, m = by_server(topology, members)
+    if m < 2 or g == 0:
+        return "CollNet joins several servers holding the same number of the group's ranks"
+    if (_gpu_nic(topology)[members] < 0).any():
+        return "CollNet's closed form needs each GPU linked to its NIC (not through expanded PCIe switches)"
+    return ""
+
+
+def collnet_allreduce(topology, design, collective, members, S):
+    """CollNet Direct (SHARP): reduce-scatter inside each server, then every GPU sends its 1/g shard into the
+    switches' aggregation tree through its own NIC and gets the reduced shard back, then all-gather inside
+    the server; the stages pipeline. The network stage's loads are closed-form: each member's GPU-NIC and
+    NIC-switch links carry its shard each way (shared by the GPUs of one NIC, split over planes); the
+    aggregation tree above the NICs carries one reduced stream per switch, which is not routed."""
+    members, g, m = by_server(topology, members)
+    groups = members.shape[0]
+    local = members.reshape(groups, m, g).reshape(groups * m, g)
+    shard = S / g
+    nic_of = _gpu_nic(topology)
+    flat = members.ravel()
+    per_nic = np.bincount(nic_of[flat], minlength=topology.num_nodes) * shard
+    kind, src, dst = topology.kind, topology.src, topology.dst
+    load = np.zeros(topology.num_arcs)
+    member = np.zeros(topology.num_nodes, dtype=bool)
+    member[flat] = True
+    gpu_nic = (kind[src] == KIND["gpu"]) & (kind[dst] == KIND["nic"]) & member[src]
+    nic_gpu = (kind[src] == KIND["nic"]) & (kind[dst] == KIND["gpu"]) & member[dst]
+    load[gpu_nic | nic_gpu] = shard
+    up = (kind[src] == KIND["nic"]) & (kind[dst] == KIND["switch"])
+    down = (kind[src] == KIND["switch"]) & (kind[dst] == KIND["nic"])
+    uplinks = np.bincount(src[up], minlength=topology.num_nodes)
+    load[up] = per_nic[src[up]] / uplinks[src[up]]
+    load[down] = per_nic[dst[down]] / uplinks[dst[down]]
+    phases = [Phase("intra-server reduce-scatter", ring_demand(local, (g - 1) / g * S), g - 1)] if g > 1 else []
+    phases.append(Phase(f"1/{g} shards reduced in the switches (SHARP)", Demand(), 0, 1, "collnet", load))
+    if g > 1:
+        phases.append(Phase("intra-server all-gather", ring_demand(local, (g - 1) / g * S), g - 1))
+    return phases
+
+
 def hierarchical_allreduce(topology: Topology, design: Design, collective: Collective, members: np.ndarray,
                            S: float) -> list[Phase]:
     """Intra-server reduce-scatter, one inter-server ring per local index, intra-server all-gather; the
@@ -315,6 +367,8 @@ ALGORITHMS: tuple[Algorithm, ...] = (
               refusal=_nvls_refusal),
     Algorithm("allreduce", "nvls-tree", nvls_tree_allreduce, family="nvls_tree", nccl=True, auto=True,
               protocols=("Simple",), pipelined=True, refusal=_nvls_tree_refusal),
+    Algorithm("allreduce", "collnet", collnet_allreduce, family="collnet", nccl=True, auto=True,
+              protocols=("Simple",), pipelined=True, refusal=_collnet_refusal),
     Algorithm("allreduce", "hierarchical", hierarchical_allreduce, protocols=("Simple",), pipelined=True),
     Algorithm("allreduce", "grid", grid_allreduce, fabrics=("railx",),
               fabric_error="the grid algorithm runs on the rings of a RailX grid",

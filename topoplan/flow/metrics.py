@@ -27,7 +27,7 @@ import numpy as np
 from ..catalog import Catalog
 from ..spec import Design
 from ..topology import KIND, LINK_TIER, MEDIUM, Topology
-from . import RouteRequest, select_engine
+from . import RouteRequest, Routed, select_engine
 from . import nccl
 from .algorithms import BY_KEY, Algorithm, plan_workload
 from .traffic import CollectivePlan, apply_pxn
@@ -116,6 +116,8 @@ class AlgorithmResult:
             return [nccl.tree_latency_us(protocol, shape) * scale] + rest
         if a.nccl and a.family == "nvls":
             return [nccl.nvls_latency_us(shape) * scale] + rest
+        if a.nccl and a.family == "collnet":
+            return [nccl.collnet_latency_us(shape) * scale] + rest
         if a.nccl and a.family == "nvls_tree":
             return [nccl.nvls_tree_latency_us(shape) * scale] + rest
         if a.nccl:
@@ -305,7 +307,7 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
         request = RouteRequest(chosen.name, seed=seed, qps=qps, arc_mask=arc_mask)
         phases = []
         for phase, demand in zip(plan.phases, demands):
-            routed = chosen.route(topology, demand, request)
+            routed = Routed(phase.load) if phase.load is not None else chosen.route(topology, demand, request)
             phases.append(phase_result(topology, classes, routed.load, phase.label, phase.intra_steps,
                                        phase.inter_steps, routed.unreachable_pairs, capacity))
         per_seed.append(AlgorithmResult(plan, algorithm, shape, timing, chosen.name, phases))

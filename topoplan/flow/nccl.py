@@ -20,6 +20,7 @@ Latency in microseconds for a group of ``ranks`` ranks on ``nodes`` servers (``p
 * tree (AllReduce): ``base + 2 * ((ppn - 1) * intra_lat + floor(log2 nodes) * inter_lat)``.
 * point-to-point (all-to-all, send/recv; NCCL's tuner does not time these): ``base`` plus one step of
   the slowest link the pattern crosses, since NCCL progresses all peers at once.
+* NVLS, NVLS-Tree and CollNet Direct: see their constants below (Simple protocol only).
 """
 
 from __future__ import annotations
@@ -153,6 +154,20 @@ def pipelined_s(stage_s: list[float], size_bytes: float, channels: int) -> float
     return slowest + (sum(stage_s) - slowest) / chunks
 
 
+# CollNet Direct (SHARP in the InfiniBand switches), Simple only: per-rank intra step (NVLink or PCIe) and
+# the network's aggregation step, no base; Hopper and newer reach 0.85 of the bandwidth
+COLLNET_INTRA_US = 3.7
+COLLNET_NET_US = 31.0
+COLLNET_RANK_US = 0.4
+COLLNET_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.85}
+
+
+def collnet_latency_us(shape: GroupShape) -> float:
+    """``2 (min(1, ppn - 1) intra + (ppn - 1) 0.4) + network``."""
+    rpn = shape.ppn
+    return 2 * (min(1, rpn - 1) * COLLNET_INTRA_US + (rpn - 1) * COLLNET_RANK_US) + COLLNET_NET_US
+
+
 def nvls_latency_us(shape: GroupShape) -> float:
     return NVLS_STEP_US["nvlink"] + (NVLS_STEP_US["net"] if shape.nodes > 1 else 0.0)
 
@@ -174,6 +189,8 @@ def bandwidth_factor(family: str, protocol: str, shape: GroupShape) -> float:
     """The share of the Simple-protocol bandwidth a protocol reaches (NCCL's refinements)."""
     if family == "nvls":
         return nvls_factor(shape, shape.ppn if shape.nodes > 1 else shape.ranks)
+    if family == "collnet":
+        return COLLNET_EFFICIENCY.get(shape.arch, 1.0)
     if family == "nvls_tree_net":
         # NVLS-Tree's network stage: NCCL's algbw is the nodes' network bandwidth x ranks / (2 (ranks - 1)),
         # the double binary tree of shards moves 2 x size per node: the ratio of the two

@@ -77,6 +77,7 @@ class Phase:
     intra_steps: int
     inter_steps: int = 0
     family: str = ""   # NCCL constants for this phase's bandwidth, when not the algorithm's own
+    load: np.ndarray | None = None  # bytes per arc given in closed form (the engine is not asked)
 
     @property
     def steps(self) -> int:

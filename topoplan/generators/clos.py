@@ -163,13 +163,20 @@ def generate(design: Design, catalog: Catalog) -> Topology:
         add_tree(builder, plan, plane, hosts.endpoints, endpoint_leaf, leaf_pod, models, link_gbps, cabling)
 
     return builder.build(tree_layout(
-        plan, planes, hosts, models, warnings, TreeLayout(plan, models_present(models, plan)), bisection_gbps=planes * clos_bisection_gbps(plan, link_gbps),
+        plan, planes, hosts, models, warnings, TreeLayout(plan, models_present(models, plan)),
+        in_network_reduction=reduces_in_network(catalog, models, plan),
+        bisection_gbps=planes * clos_bisection_gbps(plan, link_gbps),
         bisection_method="analytic: folded Clos, least of the host, leaf-uplink and spine-uplink halves",
         diameter_hops=clos_diameter_hops(plan, design.cluster.servers)))
 
 
 def models_present(models: dict, plan: ClosPlan) -> tuple:
     return tuple(models[t] for t in TIER_NAMES[:plan.tiers])
+
+
+def reduces_in_network(catalog: Catalog, models: dict, plan: ClosPlan) -> bool:
+    """Every switch tier present can reduce in the switch (SHARP), so NCCL's CollNet can run."""
+    return all(catalog.switches[m].in_network_reduction for m in models_present(models, plan))
 
 
 def tree_layout(plan: ClosPlan, planes: int, hosts, models: dict, warnings: list, tree: TreeLayout,

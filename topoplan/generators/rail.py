@@ -37,7 +37,7 @@ from ..spec import Design
 from ..topology import Topology, TopologyBuilder
 from ..layout import TreeLayout
 from .clos import (TIER_NAMES, ClosPlan, add_tree, check_ratios_apply, leaf_split, smallest_divisor_at_least,
-                   models_present, tree_layout)
+                   models_present, reduces_in_network, tree_layout)
 from .hosts import add_hosts, check_fits_in_memory, check_nic_planes, resolve_link_speed
 
 
@@ -148,6 +148,7 @@ def generate(design: Design, catalog: Catalog) -> Topology:
                       aggregation="rail-only" if fabric.topology == "rail-only" else fabric.aggregation)
     return builder.build(tree_layout(
         plan, planes, hosts, models, warnings, tree, pxn=True,
+        in_network_reduction=reduces_in_network(catalog, models, plan),
         bisection_gbps=planes * rail_bisection_gbps(plan, sus, pods_per_rail, link_gbps),
         bisection_method="analytic: rail fabric, least of the host, leaf-uplink and spine-uplink halves "
                          "(halves of whole scalable units and pods)",
