@@ -143,3 +143,29 @@ def test_a_log_of_another_collective_is_refused(in_root):
     result = CliRunner().invoke(main, ["nccl", "designs/fat-tree-1k.yaml", "--op", "all_gather", "--measured",
                                        str(LOGS / LOG_FACTS[0][0])])
     assert result.exit_code == 2 and "the log measured allreduce, not allgather" in result.stderr
+
+
+def test_fit_writes_a_catalog_override_that_brings_the_prediction_closer(in_root, tmp_path):
+    """Calibration, not validation: fitted to the same log it is then held against."""
+    from topoplan.catalog import load_catalog
+
+    spec = tmp_path / "a100.yaml"
+    spec.write_text(json.dumps(VALIDATION.CASES[0].spec))
+    log = str(LOGS / VALIDATION.CASES[0].log)
+    override = tmp_path / "calibrated.yaml"
+    runner = CliRunner()
+    fitted = runner.invoke(main, ["nccl", str(spec), "--measured", log, "--fit", str(override), "--format", "json"])
+    assert fitted.exit_code == 0, fitted.output
+    assert "fitted hgx-a100" in fitted.stderr and "pass it with --catalog" in fitted.stderr
+    server = load_catalog([str(override)]).servers["hgx-a100"]
+    assert server.intra_step_extra_us > 0 and 0 < server.bandwidth_efficiency < 1
+    assert server.network_step_extra_us == 0   # one node: the log cannot tell network steps apart
+    before = runner.invoke(main, ["nccl", str(spec), "--measured", log, "--format", "json"])
+    after = json.loads(fitted.stdout)["summary"]["median_abs_error"]
+    assert after < json.loads(before.stdout)["summary"]["median_abs_error"] / 2
+
+
+def test_fit_needs_one_log(in_root, tmp_path):
+    result = CliRunner().invoke(main, ["nccl", "designs/fat-tree-1k.yaml", "--fit", str(tmp_path / "x.yaml")])
+    assert result.exit_code == 2 and "--fit needs exactly one --measured log" in result.stderr
+    assert not (tmp_path / "x.yaml").exists()

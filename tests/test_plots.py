@@ -65,3 +65,29 @@ def test_report_plots_option_writes_png(in_root, tmp_path):
     files = sorted(p.name for p in (tmp_path / "charts").iterdir())
     assert files == ["fat-tree-1k-collectives.png", "fat-tree-1k-utilization.png"]
     assert all((tmp_path / "charts" / f).read_bytes()[:4] == b"\x89PNG" for f in files)
+
+
+def test_sweep_figure_plots_the_table(in_root_module, tmp_path):
+    """busbw against size: the predicted line is the sweep's busbw column, the measured one the log's."""
+    import json
+
+    from topoplan.sweep import against_log
+    from topoplan.nccltests import read_log
+    from topoplan.spec import design_from_data
+
+    catalog = load_catalog()
+    design = design_from_data({"name": "a100", "cluster": {"server": "hgx-a100", "gpus": 8},
+                               "fabric": {"topology": "fat-tree", "switch": "nvidia-qm8700"}}, catalog)
+    sweep = against_log(design, catalog, "allreduce", "world",
+                        read_log("tests/fixtures/nccl-tests/a100-sxm4-80gb-1node-8gpu-allreduce.txt")).to_json()
+    fig = plots.sweep_figure([sweep])
+    predicted, measured = fig.axes[0].get_lines()
+    assert list(predicted.get_ydata()) == [r["busbw_GBps"] for r in sweep["rows"]]
+    assert list(measured.get_ydata()) == [r["measured_busbw_GBps"] for r in sweep["rows"]]
+    assert fig.axes[0].get_xscale() == "log"
+    out = tmp_path / "busbw.png"
+    spec = tmp_path / "a100.yaml"
+    spec.write_text(json.dumps({"name": "a100", "cluster": {"server": "hgx-a100", "gpus": 8},
+                                "fabric": {"topology": "fat-tree", "switch": "nvidia-qm8700"}}))
+    result = CliRunner().invoke(main, ["nccl", str(spec), "-e", "1M", "--plot", str(out)])
+    assert result.exit_code == 0 and out.stat().st_size > 0

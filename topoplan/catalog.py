@@ -154,6 +154,11 @@ class Server:
     source: str
     host: dict | None = None   # PCIe layout template (sockets, switches), for host graphs
     nvls: bool = False         # its NVSwitch reduces in the switch (NVLink SHARP, Hopper and newer)
+    # calibration against measured collectives (``topoplan nccl --fit`` writes these): microseconds added
+    # to each of NCCL's network and intra-node steps, and the share of every link's rate collectives reach
+    network_step_extra_us: float = 0.0
+    intra_step_extra_us: float = 0.0
+    bandwidth_efficiency: float = 1.0
 
 
 def pcie_gbps(gen: int, lanes: int) -> float:
@@ -207,6 +212,9 @@ _SECTIONS = {
         "nvlink_alpha_us": Key(_NONNEG, True), "pcie_alpha_us": Key(_NONNEG, True),
         "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True),
         "nvls": Key(Bool(doc="NVSwitch with NVLink SHARP: NCCL's NVLS algorithms run on it"), False, False),
+        "network_step_extra_us": Key(Num(minimum=0, maximum=1e6), False, 0.0),
+        "intra_step_extra_us": Key(Num(minimum=0, maximum=1e6), False, 0.0),
+        "bandwidth_efficiency": Key(Num(exclusive_minimum=0, maximum=1), False, 1.0),
         "host": Key(Obj({
             "sockets": Key(Int(minimum=1, maximum=8), True),
             "cpu": Key(Enum(("intel-skl", "intel-spr", "intel-emr", "amd")), True),

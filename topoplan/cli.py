@@ -337,11 +337,15 @@ def _size_option(text: str) -> int:
                    "(repeatable: one table per log).")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, metavar="PNG",
               help="Also chart busbw against size (predicted, and measured with --measured).")
+@click.option("--fit", "fit_file", type=click.Path(dir_okay=False), default=None, metavar="YAML",
+              help="With one --measured log: fit an extra latency per step and a bandwidth efficiency for the "
+                   "spec's server to it, and write them as a catalog override to pass with --catalog.")
 @format_option
 @output_option
 @catalog_option
 @handle_errors
-def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, fmt, output, catalog_files):
+def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, fit_file, fmt, output,
+         catalog_files):
     """Sweep one collective over sizes as nccl-tests runs it, and hold it against real logs.
 
     \b
@@ -353,6 +357,8 @@ def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, f
       topoplan nccl designs/fat-tree-1k.yaml --op all_reduce --group world -b 8 -e 8G -f 2
       topoplan nccl designs/fat-tree-1k.yaml --group dp --format markdown -o dp-sweep.md
       topoplan nccl my-cluster.yaml --measured all_reduce.log --plot busbw.png
+      topoplan nccl my-cluster.yaml --measured all_reduce.log --fit calibrated.yaml
+      topoplan report my-cluster.yaml --catalog calibrated.yaml
     """
     from .errors import Problem, SpecError
     from .flow.algorithms import FOR_OP
@@ -373,15 +379,36 @@ def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, f
                                 "use one of: " + ", ".join(FOR_OP[op])))
     if group not in PARALLEL_GROUPS:
         problems.append(Problem("--group", 0, "", f"unknown group '{group}'", did_you_mean(group, PARALLEL_GROUPS)))
+    if fit_file and len(logs) != 1:
+        problems.append(Problem("--fit", 0, "", "--fit needs exactly one --measured log",
+                                "pass the nccl-tests log of this machine with --measured LOG"))
     if problems:
         raise SpecError(problems)
     catalog = load_catalog(catalog_files)
     design = load_design(spec, catalog)
     topology = generate(design, catalog)
+    if fit_file:
+        from . import yamlio
+        from .sweep import fit_to_log
+
+        log = read_log(logs[0])
+        fit = fit_to_log(design, catalog, op, group, log, algorithm, topology)
+        write_file_atomic(fit_file, yamlio.dump(fit.override(catalog, logs[0])).encode("utf-8"))
+        before, after = fit.before["median_abs_error"], fit.after["median_abs_error"]
+        click.echo(f"fitted {fit.server}: +{fit.network_step_extra_us:.2f} us per network step, "
+                   f"+{fit.intra_step_extra_us:.2f} us per intra-node step, bandwidth efficiency "
+                   f"{fit.bandwidth_efficiency:.3f}; median busbw error from 1 MiB {before:.1%} -> {after:.1%}; "
+                   f"wrote {fit_file} (pass it with --catalog)", err=True)
+        catalog = load_catalog((*catalog_files, fit_file))
     results = []
     if logs:
         for path in logs:
-            results.append(against_log(design, catalog, op, group, read_log(path), algorithm, topology))
+            log = read_log(path)
+            result = against_log(design, catalog, op, group, log, algorithm, topology)
+            if log.ranks and log.ranks != result.group_size:
+                click.echo(f"topoplan nccl: warning: {path} ran {log.ranks:,} ranks, the {group} group of "
+                           f"{design.name} has {result.group_size:,}; compare like with like", err=True)
+            results.append(result)
     else:
         sizes = sizes_from(_size_option(begin), _size_option(end), factor)
         click.echo(f"topoplan nccl: routing {op} over {group} once, then {len(sizes)} sizes", err=True)

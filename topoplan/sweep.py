@@ -8,8 +8,10 @@ puts measured beside predicted. Nothing here prints.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .catalog import Catalog
 from .errors import Problem, SpecError
@@ -159,3 +161,66 @@ def against_log(design: Design, catalog: Catalog, op: str, group: str, log: Nccl
     if not measured:
         raise SpecError([Problem(log.path, 0, "", "the log has no row with a size above 0")])
     return sweep(design, catalog, op, group, sorted(measured), algorithm, topology, measured, log.path)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Calibration of one server against one log: what to add per step and the bandwidth share reached."""
+
+    server: str
+    step_class: str                 # "network" or "intra": which step latency the log can tell apart
+    network_step_extra_us: float
+    intra_step_extra_us: float
+    bandwidth_efficiency: float
+    before: dict                    # summaries (from 1 MiB) before and after
+    after: dict
+
+    def override(self, catalog: Catalog, log: str) -> dict:
+        """The catalog override file's data: the whole server entry with the fitted fields."""
+        entry = {k: v for k, v in dataclasses.asdict(catalog.servers[self.server]).items() if v is not None}
+        entry.update(network_step_extra_us=round(self.network_step_extra_us, 3),
+                     intra_step_extra_us=round(self.intra_step_extra_us, 3),
+                     bandwidth_efficiency=round(self.bandwidth_efficiency, 4))
+        entry["gpu_nics"] = list(entry["gpu_nics"])
+        entry["source"] = (f"{entry['source']}; calibrated by topoplan nccl --fit to {Path(log).name}: median "
+                           f"busbw error {self.before['median_abs_error']:.1%} -> {self.after['median_abs_error']:.1%} "
+                           "from 1 MiB")
+        return {"servers": [entry]}
+
+
+def fit_to_log(design: Design, catalog: Catalog, op: str, group: str, log: NcclLog, algorithm: str = "auto",
+               topology=None) -> Fit:
+    """Least squares (non-negative, relative to each measured time) for one extra latency per step and one
+    bandwidth efficiency, holding the tuner's choice at each size: ``measured - predicted = extra x steps +
+    (1 / efficiency - 1) x bandwidth time``. Multi-node logs fit the network step, single-node logs the
+    intra-node step. A model already slower than the log fits nothing (zeros, efficiency unchanged)."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    from .generators import generate
+
+    topology = topology if topology is not None else generate(design, catalog)
+    before = against_log(design, catalog, op, group, log, algorithm, topology)
+    result = evaluate_sweep(design, catalog, op, group, max(r.size_bytes for r in before.rows), algorithm, topology)
+    network = result.plan.servers > 1
+    rows, rhs = [], []
+    for row in before.rows:
+        measured = next(r.time_us for r in log.rows if r.size_bytes == row.size_bytes) * 1e-6
+        choice, protocol, predicted = result.at(row.size_bytes)
+        if predicted is None:
+            continue
+        intra, inter = choice.steps()
+        steps = inter if network else intra
+        rows.append([steps * 1e-6 / measured, choice.bandwidth_s(protocol, row.size_bytes) / measured])
+        rhs.append((measured - predicted) / measured)
+    (extra_us, slowdown), _ = nnls(np.array(rows), np.array(rhs))
+    extra_us, slowdown = float(extra_us), float(slowdown)
+    server = catalog.servers[design.cluster.server]
+    fitted = dataclasses.replace(
+        server, bandwidth_efficiency=server.bandwidth_efficiency / (1.0 + slowdown),
+        network_step_extra_us=server.network_step_extra_us + (extra_us if network else 0.0),
+        intra_step_extra_us=server.intra_step_extra_us + (0.0 if network else extra_us))
+    calibrated = dataclasses.replace(catalog, servers={**catalog.servers, server.id: fitted})
+    after = against_log(design, calibrated, op, group, log, algorithm, topology)
+    return Fit(server.id, "network" if network else "intra", fitted.network_step_extra_us,
+               fitted.intra_step_extra_us, fitted.bandwidth_efficiency, before.summary(), after.summary())

@@ -55,10 +55,14 @@ class Timing:
     intra: str = "nvlink"
     arch: str = "other"
     channels: int = 2
+    network_step_extra_us: float = 0.0   # calibration (catalog, ``nccl --fit``)
+    intra_step_extra_us: float = 0.0
+    bandwidth_efficiency: float = 1.0
 
     def capacity_gbps(self, topology: Topology, classes: np.ndarray) -> np.ndarray:
-        """Link capacities as NCCL plans with them: NVLink at NCCL's own per-link figure."""
-        capacity = topology.capacity_gbps
+        """Link capacities as NCCL plans with them: NVLink at NCCL's own per-link figure, everything times
+        the calibrated bandwidth efficiency."""
+        capacity = topology.capacity_gbps * self.bandwidth_efficiency
         efficiency = nccl.nvlink_efficiency(self.arch)
         if efficiency == 1.0:
             return capacity
@@ -69,7 +73,8 @@ def timing_for(design: Design, catalog: Catalog, latency_scale: float = 1.0) -> 
     """NCCL's channels: one ring per NIC found by its topology search, then duplicated (``connect.cc``)."""
     server = catalog.servers[design.cluster.server]
     return Timing(latency_scale, "nvlink" if server.nvlink_gbps > 0 else "pcie", nccl.gpu_arch(server.gpu),
-                  channels=2 * max(1, server.nics))
+                  channels=2 * max(1, server.nics), network_step_extra_us=server.network_step_extra_us,
+                  intra_step_extra_us=server.intra_step_extra_us, bandwidth_efficiency=server.bandwidth_efficiency)
 
 
 @dataclass
@@ -107,8 +112,23 @@ class AlgorithmResult:
     def reachable(self) -> bool:
         return all(p.bandwidth_s is not None for p in self.phases)
 
+    def steps(self) -> tuple[int, int]:
+        """(intra-node steps, network steps) of the whole plan."""
+        return sum(p.intra_steps for p in self.phases), sum(p.inter_steps for p in self.phases)
+
+    def extra_latency_s(self) -> float:
+        """The calibrated extra per step (catalog), on top of NCCL's constants."""
+        intra, inter = self.steps()
+        timing = self.timing
+        return (intra * timing.intra_step_extra_us + inter * timing.network_step_extra_us) * 1e-6 * timing.latency_scale
+
     def phase_latencies_s(self, protocol: str) -> list[float]:
         """Each phase's share of the latency; they add up to the collective's latency."""
+        latencies = self._nccl_latencies_s(protocol)
+        latencies[0] += self.extra_latency_s()
+        return latencies
+
+    def _nccl_latencies_s(self, protocol: str) -> list[float]:
         a, shape = self.algorithm, self.shape
         scale = self.timing.latency_scale * 1e-6
         rest = [0.0] * (len(self.phases) - 1)
