@@ -85,7 +85,6 @@ class Nic:
     form_factor: str
     pcie_gen: int
     pcie_lanes: int
-    alpha_us: float
     power_w: float
     price_usd: float
     source: str
@@ -147,8 +146,6 @@ class Server:
     gpu_nics: tuple
     pcie_gen: int
     pcie_lanes: int
-    nvlink_alpha_us: float
-    pcie_alpha_us: float
     power_w: float
     price_usd: float
     source: str
@@ -174,6 +171,8 @@ _SOURCE = Str(doc="where each figure comes from; estimates say so")
 _POS = Num(exclusive_minimum=0)
 _NONNEG = Num(minimum=0)
 _COUNT = Int(minimum=1)
+# per-step latencies before the NCCL model (flow/nccl.py); still accepted so that old override files load
+_UNUSED = "ignored: NCCL's own per-protocol step latencies apply (see network_step_extra_us to calibrate)"
 
 _SECTIONS = {
     "switches": (Switch, Obj({
@@ -188,7 +187,8 @@ _SECTIONS = {
         "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
         "ports": Key(_COUNT, True), "port_speed_gbps": Key(_POS, True), "cages": Key(_COUNT, True),
         "form_factor": Key(_TEXT, True), "pcie_gen": Key(Int(minimum=1, maximum=7), True),
-        "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True), "alpha_us": Key(_NONNEG, True),
+        "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True),
+        "alpha_us": Key(Num(minimum=0, doc=_UNUSED), False, 0.0),
         "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
     "transceivers": (Transceiver, Obj({
         "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
@@ -209,7 +209,8 @@ _SECTIONS = {
         "gpu": Key(_TEXT, True), "gpus": Key(_COUNT, True), "nvlink_gbps": Key(_NONNEG, True),
         "nic": Key(_ID, True), "nics": Key(_COUNT, True), "gpu_nics": Key(List(Int(minimum=0)), True),
         "pcie_gen": Key(Int(minimum=1, maximum=7), True), "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True),
-        "nvlink_alpha_us": Key(_NONNEG, True), "pcie_alpha_us": Key(_NONNEG, True),
+        "nvlink_alpha_us": Key(Num(minimum=0, doc=_UNUSED), False, 0.0),
+        "pcie_alpha_us": Key(Num(minimum=0, doc=_UNUSED), False, 0.0),
         "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True),
         "nvls": Key(Bool(doc="NVSwitch with NVLink SHARP: NCCL's NVLS algorithms run on it"), False, False),
         "network_step_extra_us": Key(Num(minimum=0, maximum=1e6), False, 0.0),
@@ -258,7 +259,8 @@ class Catalog:
 
 
 def _entry(cls, data: dict):
-    values = dict(data)
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {k: v for k, v in data.items() if k in names}  # drops the ignored keys (``_UNUSED``)
     if cls is Switch:
         values["breakouts"] = tuple(PortMode(b["ports"], float(b["port_speed_gbps"])) for b in data["breakouts"])
     if cls is Server:
