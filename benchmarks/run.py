@@ -62,7 +62,7 @@ def case_generate_bom_railx_100k():
 
 
 def case_full_report_131k():
-    """Full report on the same 131,072-GPU rail-optimized fabric: ring and hierarchical allreduce over dp and the world, all-to-all over ep=64, bisection and a random permutation."""
+    """Full report on the same 131,072-GPU rail-optimized fabric: ring and hierarchical allreduce over dp and the world, all-to-all over ep=64, a world allreduce under NCCL's tuner (channel rings, trees, NVLS-Tree), bisection and a random permutation."""
     from topoplan.pipeline import evaluate
     from topoplan.report import build_report
 
@@ -71,8 +71,23 @@ def case_full_report_131k():
     report = build_report(evaluate(design, catalog))
     elapsed = time.perf_counter() - start
     figures = {c["name"] + " busbw GB/s": round(c["busbw_GBps"], 2) for c in report["collectives"]}
+    figures["world-auto chosen"] = "{algorithm}/{protocol}".format(**report["collectives"][-1])
     figures["engine"] = report["collectives"][0]["engine"]
     return elapsed, figures
+
+
+def case_nccl_sweep_16k():
+    """nccl-tests style sweep, 24 sizes (8 B to 64 MiB), world AllReduce over 16,384 GPUs (designs/fat-tree-16k.yaml), every candidate algorithm routed once; budget 10 s."""
+    from topoplan.generators import generate
+    from topoplan.sweep import sizes_from, sweep
+
+    design, catalog = _load("designs/fat-tree-16k.yaml")
+    start = time.perf_counter()
+    result = sweep(design, catalog, "allreduce", "world", sizes_from(8, 64 * 2**20, 2), topology=generate(design, catalog))
+    elapsed = time.perf_counter() - start
+    last = result.rows[-1]
+    return elapsed, {"sizes": len(result.rows), "64 MiB busbw GB/s": round(last.busbw_GBps, 1),
+                     "64 MiB choice": f"{last.algorithm}/{last.protocol}", "8 B choice": result.rows[0].algorithm}
 
 
 def case_optimal_1k():
@@ -273,7 +288,8 @@ CASES = {
     "generate-bom-131k": (case_generate_bom_131k, 2.0, 1024),
     "generate-bom-fat-tree-131k": (case_generate_bom_fat_tree_131k, 2.0, 1024),
     "generate-bom-railx-100k": (case_generate_bom_railx_100k, 5.0, None),
-    "full-report-131k": (case_full_report_131k, 10.0, 4096),
+    "full-report-131k": (case_full_report_131k, 5.0, 2048),
+    "nccl-sweep-16k": (case_nccl_sweep_16k, 10.0, None),
     "ecmp-railx-16k": (case_ecmp_railx_16k, 60.0, None),
     "ecmp-railx-100k": (case_ecmp_railx_100k, None, None),
     "railx-vs-generic-2k": (case_railx_vs_generic_2k, None, None),

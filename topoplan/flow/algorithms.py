@@ -1,38 +1,46 @@
 """Collective algorithms: one table, ``ALGORITHMS``, maps (op, algorithm) to its planner, its nccl-tests
-busbw factor, the fabrics it runs on and whether it is the op's default. The spec schema takes its allowed
-values from this table, so adding an algorithm is one entry here plus its planner.
+busbw factor, the fabrics it runs on, the NCCL constants it is timed with (``family``), whether NCCL's
+tuner considers it under ``algorithm: auto`` (the default), and where it refuses to run. The spec schema
+takes its allowed values from this table, so adding an algorithm is one entry here plus its planner.
 
 A planner ``(topology, design, collective, members, S) -> [Phase]`` compiles one collective for all its
-groups at once (``members``: ``(groups, p)`` GPU node ids).
+groups at once (``members``: ``(groups, p)`` GPU node ids; ``g`` ranks on each of ``m`` servers).
 
 All groups of a collective run at once, so their demands add up in one phase. Within a phase every flow
-runs concurrently; phases run one after another. Sizes follow nccl-tests (``S`` below):
+runs concurrently; phases run one after another, or overlap by chunks where the entry says ``pipelined``.
+Channels: where a group spans servers, a ring is ``g`` channel rings, each entering every server at a
+different local rank (``channel_rings``), so every GPU's NIC carries an equal share. Sizes follow
+nccl-tests (``S`` below); steps are (intra-node, network) for NCCL's latency model:
 
-==============  ===================  =========================================  =================  ========
-op              algorithm            phase demands (per group of p ranks)       latency steps      busbw x
-==============  ===================  =========================================  =================  ========
-allreduce       ring                 rank -> next: 2(p-1)/p * S                 2(p-1)             2(p-1)/p
-allreduce       tree                 double binary tree (heap layout and its    2*ceil(log2 p)     2(p-1)/p
-                                     mirror), every edge both ways: S/2 per tree
-allreduce       hierarchical         1) ring reduce-scatter inside each server  g-1, 2(m-1), g-1   2(p-1)/p
-                                     (g local ranks): (g-1)/g * S; 2) one ring
-                                     per local index across m servers on S/g:
-                                     2(m-1)/m * S/g; 3) all-gather as in 1)
-allreduce       grid (RailX)         1) as hierarchical; then per local index   g-1, C-1, 2(R-1),  2(p-1)/p
-                                     on the C x R grid, over the K rings of     C-1, g-1
-                                     each row (column) at once, S/K each:
-                                     2) row reduce-scatter (C-1)/C * S/(gK);
-                                     3) column allreduce on S/(gC);
-                                     4) row all-gather; 5) all-gather as 1)
-allgather,      ring                 rank -> next: (p-1)/p * S (S = total)      p-1                (p-1)/p
+==============  ==============  ============================================  ====================  ========
+op              algorithm       phase demands (per group)                     steps                 busbw x
+==============  ==============  ============================================  ====================  ========
+allreduce       ring            channel rings, rank -> next: 2(p-1)/p * S     2(p-1) in all,        2(p-1)/p
+                                                                              2(m-1) network
+allreduce       tree            per channel a chain inside each server and    2(g-1),               2(p-1)/p
+                                a binary tree of channel heads across         2 floor(log2 m)
+                                servers (half the channels on the mirror
+                                tree), every edge both ways: S / 2g each
+allreduce       nvls            NVSwitch reduces: S up and down per GPU       NVLS constants        2(p-1)/p
+allreduce       nvls-tree       NVLS per server, then a double binary tree    NVLS-Tree constants   2(p-1)/p
+                                of 1/g shards per local index; pipelined
+allreduce       collnet         reduce-scatter inside servers, 1/g shards     CollNet constants     2(p-1)/p
+                                through each NIC into SHARP switches and
+                                back (closed-form NIC loads), all-gather
+allreduce       hierarchical    1) ring reduce-scatter inside each server     g-1, 2(m-1), g-1      2(p-1)/p
+                                (g-1)/g * S; 2) one ring per local index
+                                across servers on S/g; 3) all-gather; piped
+allreduce       grid (RailX)    as hierarchical, then per local index a 2D    g-1, C-1, 2(R-1),     2(p-1)/p
+                                allreduce over the rings of the C x R grid    C-1, g-1
+allgather,      ring            channel rings: (p-1)/p * S (S = total)        p-1 (m-1 network)     (p-1)/p
 reducescatter
-alltoall        direct               every ordered pair: S/p                    p-1                (p-1)/p
-broadcast,      ring                 pipelined chain from rank 0 (to rank 0     p-1                1
-reduce                               for reduce): S per link
-broadcast,      tree                 binary tree from rank 0: S per edge        ceil(log2 p)       1
+alltoall        direct          every ordered pair at once: S/p               1 (+1 PXN relay)      (p-1)/p
+broadcast,      ring            pipelined chain from rank 0 per channel (to   p (m network)         1
+reduce                          rank 0 for reduce): S / channels per link
+broadcast,      tree            binary tree from rank 0: S per edge           ceil(log2 p)          1
 reduce
-sendrecv        direct               stage i -> stage i+1: S                    1                  1
-==============  ===================  =========================================  =================  ========
+sendrecv        direct          stage i -> stage i+1: S                       1                     1
+==============  ==============  ============================================  ====================  ========
 """
 
 from __future__ import annotations
