@@ -91,7 +91,7 @@ def case_nccl_sweep_16k():
 
 
 def case_optimal_1k():
-    """optimal LP (OR-Tools PDLP), 1,024-GPU two-tier fat-tree, world all-to-all and ring allreduce; alpha 0, so busbw must equal the analytic optimum, the 50 GB/s NIC rate."""
+    """optimal LP (OR-Tools PDLP), 1,024-GPU two-tier fat-tree, world all-to-all and ring allreduce; latency 0, so busbw must equal the analytic optimum, the 50 GB/s NIC rate."""
     from topoplan.pipeline import evaluate
 
     design, catalog = _load("benchmarks/specs/optimal-1k.yaml")
@@ -117,7 +117,7 @@ def _railx_world_alltoall(spec: str):
     elapsed = time.perf_counter() - start
     seconds = (routed.load / (topology.capacity_gbps * 1e9 / 8)).max()
     return elapsed, {"chips": int(topology.gpus.size), "arcs": topology.num_arcs, "engine": select_engine(topology, RouteRequest("ecmp")).name,
-                     "unreachable": routed.unreachable_pairs, "busbw GB/s (alpha 0)": round(
+                     "unreachable": routed.unreachable_pairs, "busbw GB/s (latency 0)": round(
                          2**30 / seconds / 1e9 * (topology.gpus.size - 1) / topology.gpus.size, 1)}
 
 

@@ -52,7 +52,7 @@ def representatives(result: dict) -> dict:
 def bandwidth_only(spec: dict, catalog) -> dict:
     """busbw per collective with every per-step latency at zero: what the links allow for large
     messages (the plateau of an nccl-tests sweep)."""
-    report = build_report(evaluate(design_from_data(spec, catalog), catalog, alpha_scale=0.0))
+    report = build_report(evaluate(design_from_data(spec, catalog), catalog, latency_scale=0.0))
     return {c["name"]: c["busbw_GBps"] for c in report["collectives"]} | {
         "injection_gbps": report["fabric"]["injection_gbps_per_gpu"],
         "bottleneck": {c["name"]: c["bottleneck"] for c in report["collectives"]}}
