@@ -242,10 +242,15 @@ def check(specs, baseline, max_regression, catalog_files):
 
     catalog = load_catalog(catalog_files)
     evaluations = [(spec, _evaluate(spec, catalog)) for spec in specs]
+    from .review import MissingAtRef
+
     baselines = {}
     if baseline:
         for spec, _evaluation in evaluations:
-            baselines[spec] = build_report(_evaluate_source(f"{baseline}:./{os.path.relpath(spec)}", catalog)[1])
+            try:
+                baselines[spec] = build_report(_evaluate_source(f"{baseline}:./{os.path.relpath(spec)}", catalog)[1])
+            except MissingAtRef:
+                baselines[spec] = None  # a design added since the baseline: its own targets only
     missed = 0
     for spec, evaluation in evaluations:
         report = build_report(evaluation)
@@ -256,7 +261,9 @@ def check(specs, baseline, max_regression, catalog_files):
         for result in results:
             click.echo(result.line(name))
             missed += not result.ok
-        if baseline:
+        if baseline and baselines[spec] is None:
+            click.echo(f"new  {name}: {spec} is not in {baseline}, so only its own targets apply")
+        elif baseline:
             regressed = 0
             for row in metric_rows(baselines[spec], report):
                 worse = row.worse_by()

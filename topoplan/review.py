@@ -24,21 +24,48 @@ def looks_like_ref(source: str) -> bool:
     return ":" in source and not os.path.exists(source) and len(source.split(":", 1)[0]) > 1
 
 
+class MissingAtRef(SpecError):
+    """The path does not exist at that git reference (a design added since)."""
+
+
 def read_spec_source(source: str):
     """(data, lines, label) of a spec file or a ``REF:path`` git reference."""
     if not looks_like_ref(source):
         data, lines = yamlio.read(source)
         return data, lines, source
     ref, path = source.split(":", 1)
-    try:
-        done = subprocess.run(["git", "show", f"{ref}:{path}"], capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise SpecError([Problem(source, 0, "", f"cannot run git: {err}", "install git, or pass a file")]) from None
+    hint = "write REF:path, e.g. main:designs/x.yaml, from inside the repository"
+    if ref.startswith("-") or path.startswith("-"):
+        # a git option, not a revision (``--output=FILE`` would make git write a file)
+        raise SpecError([Problem(source, 0, "", f"'{ref}' is not a git reference: it starts with '-'", hint)])
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], capture_output=True, check=False)
+        except OSError as err:
+            raise SpecError([Problem(source, 0, "", f"cannot run git: {err}", "install git, or pass a file")]) \
+                from None
+
+    def failed(done, what):
+        reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return SpecError([Problem(source, 0, "", f"{what}: {reason[-1] if reason else 'git failed'}", hint)])
+
+    verified = git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    if verified.returncode != 0:
+        raise SpecError([Problem(source, 0, "", f"'{ref}' is not a commit in this repository", hint)])
+    done = git("cat-file", "blob", f"{verified.stdout.decode().strip()}:{path}")
     if done.returncode != 0:
-        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git show failed"
-        raise SpecError([Problem(source, 0, "", f"cannot read this git reference: {reason}",
-                                 "write REF:path, e.g. main:designs/x.yaml, from inside the repository")])
-    data, lines = yamlio.load(done.stdout, source)
+        if git("cat-file", "-e", f"{verified.stdout.decode().strip()}:{path}").returncode != 0:
+            raise MissingAtRef([Problem(source, 0, "", f"no file {path} at {ref}", hint)])
+        raise failed(done, "cannot read this git reference")
+    if len(done.stdout) > yamlio.MAX_FILE_BYTES:
+        raise SpecError([Problem(source, 0, "", "the file at this reference is far larger than a spec", hint)])
+    try:
+        text = done.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError([Problem(source, 0, "", "the file at this reference is not UTF-8 text (binary?)",
+                                 "point REF:path at a YAML spec")]) from None
+    data, lines = yamlio.load(text, source)
     return data, lines, source
 
 

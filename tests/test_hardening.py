@@ -1,0 +1,76 @@
+"""Hostile input is normal input (issue 13): git references that are options, YAML that expands without
+bound, files that never end, designs added since a baseline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from topoplan.cli import main
+
+from conftest import ROOT
+
+
+def _run(args):
+    result = CliRunner().invoke(main, args)
+    return result.exit_code, result.stderr, result.stdout
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A git repository holding one design and one binary file, committed; the working directory."""
+    (tmp_path / "a.yaml").write_text((ROOT / "designs" / "fat-tree-1k.yaml").read_text())
+    (tmp_path / "b.yaml").write_bytes(b"\xff\xfe\x00binary")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, env={**os.environ, **env})
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("ref", ["--output=pwned:a.yaml", "-p:a.yaml", "HEAD:--output=pwned"])
+def test_a_git_reference_that_is_an_option_is_refused_and_writes_nothing(repo, ref):
+    code, stderr, _ = _run(["compare", "--", ref, "a.yaml"])
+    assert code == 2 and "starts with '-'" in stderr
+    assert sorted(p.name for p in repo.iterdir()) == [".git", "a.yaml", "b.yaml"]
+    baseline = ref.split(":")[0]
+    if baseline.startswith("-"):
+        code, stderr, _ = _run(["check", "a.yaml", "--baseline", baseline])
+        assert code == 2 and "starts with '-'" in stderr
+        assert sorted(p.name for p in repo.iterdir()) == [".git", "a.yaml", "b.yaml"]
+
+
+@pytest.mark.parametrize("ref, message", [("HEAD:b.yaml", "not UTF-8 text"), ("nope:a.yaml", "is not a commit"),
+                                          ("HEAD:missing.yaml", "no file missing.yaml at HEAD")])
+def test_unreadable_references_are_clear_errors(repo, ref, message):
+    code, stderr, _ = _run(["compare", ref, "a.yaml"])
+    assert code == 2 and message in stderr and stderr.startswith(ref)
+
+
+def test_check_baseline_treats_a_design_added_since_as_new(repo):
+    (repo / "new.yaml").write_text((ROOT / "designs" / "fat-tree-1k.yaml").read_text())
+    code, _, stdout = _run(["check", "new.yaml", "--baseline", "HEAD"])
+    assert code == 0, stdout
+    assert "new  fat-tree-1k: new.yaml is not in HEAD" in stdout
+
+
+def test_yaml_alias_bomb_is_refused_quickly(tmp_path):
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    spec = tmp_path / "bomb.yaml"
+    spec.write_text("\n".join(lines) + "\n")   # 9^9 = 387 million values once expanded
+    code, stderr, _ = _run(["validate", str(spec)])
+    assert code == 2 and "expands to more than 200,000 values" in stderr and stderr.startswith(f"{spec}:")
+
+
+def test_deep_nesting_and_endless_files_are_refused(tmp_path):
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("[" * 50_000 + "]" * 50_000)
+    code, stderr, _ = _run(["validate", str(deep)])
+    assert code == 2 and "nested too deeply" in stderr
+    code, stderr, _ = _run(["validate", "/dev/zero"])
+    assert code == 2 and "larger than 16 MiB" in stderr
