@@ -74,3 +74,49 @@ def test_deep_nesting_and_endless_files_are_refused(tmp_path):
     assert code == 2 and "nested too deeply" in stderr
     code, stderr, _ = _run(["validate", "/dev/zero"])
     assert code == 2 and "larger than 16 MiB" in stderr
+
+
+# --- outputs -----------------------------------------------------------------------------------------------
+
+def test_output_onto_an_input_is_refused(in_root, tmp_path):
+    spec = tmp_path / "x.yaml"
+    spec.write_text((ROOT / "designs" / "fat-tree-1k.yaml").read_text())
+    before = spec.read_text()
+    code, stderr, _ = _run(["report", str(spec), "-o", str(spec)])
+    assert code == 2 and "it is an input of this command" in stderr
+    assert spec.read_text() == before
+
+
+def test_output_onto_a_device_writes_through_and_keeps_it(in_root):
+    import stat
+
+    code, _, _ = _run(["report", "designs/fat-tree-1k.yaml", "-o", "/dev/null"])
+    assert code == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_outputs_have_the_usual_mode_and_os_errors_are_exit_2(in_root, tmp_path):
+    out = tmp_path / "r.md"
+    old = os.umask(0o022)
+    try:
+        code, _, _ = _run(["report", "designs/fat-tree-1k.yaml", "-o", str(out)])
+    finally:
+        os.umask(old)
+    assert code == 0 and (out.stat().st_mode & 0o777) == 0o644
+    for path, message in ((tmp_path / "missing" / "r.md", "cannot write: the directory"),
+                          (tmp_path, "is a directory"),   # click refuses it before topoplan sees it
+                          (tmp_path / ("x" * 300), "cannot write: the file name is longer than 255")):
+        code, stderr, _ = _run(["report", "designs/fat-tree-1k.yaml", "-o", str(path)])
+        assert code == 2 and message in stderr, stderr
+        assert "Traceback" not in stderr
+
+
+def test_a_chart_without_an_extension_says_what_it_wrote(in_root, tmp_path):
+    out = tmp_path / "chart"
+    code, stderr, _ = _run(["nccl", "designs/fat-tree-1k.yaml", "--group", "tp", "-e", "1M", "--plot", str(out)])
+    assert code == 0 and f"wrote {out} (PNG)" in stderr
+    assert out.read_bytes().startswith(b"\x89PNG")
+
+
+def test_optimize_checks_its_outputs_before_searching(in_root, tmp_path):
+    code, stderr, _ = _run(["optimize", "designs/spaces/headline.yaml", "--plot", str(tmp_path / "no" / "p.png")])
+    assert code == 2 and "does not exist" in stderr and "evaluating candidates" not in stderr

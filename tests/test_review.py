@@ -94,7 +94,7 @@ def test_check_baseline_exit_codes(design_repo):
     tolerant = invoke("check", "designs/pod.yaml", "--baseline", "main~1", "--max-regression", "1000")
     assert tolerant.exit_code == 0
     bad = invoke("check", "designs/pod.yaml", "--baseline", "no-such-branch")
-    assert bad.exit_code == 2 and "cannot read this git reference" in bad.stderr
+    assert bad.exit_code == 2 and "is not a commit in this repository" in bad.stderr
 
 
 def test_review_doc_commands_run(design_repo):

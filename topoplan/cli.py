@@ -70,22 +70,69 @@ def write_output(text: str, output: str | None) -> None:
     write_file_atomic(output, text.encode("utf-8"))
 
 
-def write_file_atomic(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        from .errors import Problem, SpecError
+def _cannot_write(path: str, reason: str, hint: str = ""):
+    from .errors import Problem, SpecError
 
-        raise SpecError([Problem(path, 0, "", f"output directory {directory} does not exist",
-                                 "create it first or write elsewhere")])
-    fd, tmp = tempfile.mkstemp(prefix=".topoplan-", dir=directory)
+    return SpecError([Problem(path, 0, "", f"cannot write: {reason}", hint)])
+
+
+def check_outputs(outputs, inputs=()) -> None:
+    """Before any work: every output path can be written, and none is an input or a directory."""
+    import stat
+
+    for path in (p for p in outputs if p):
+        if os.path.isdir(path):
+            raise _cannot_write(path, "it is a directory", "name a file")
+        if len(os.path.basename(path)) > 255:
+            raise _cannot_write(path, "the file name is longer than 255 characters")
+        for source in (i for i in inputs if i and os.path.exists(i)):
+            if os.path.exists(path) and os.path.samefile(path, source):
+                raise _cannot_write(path, f"it is an input of this command ({source})", "write elsewhere")
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise _cannot_write(path, f"the directory {directory} does not exist", "create it first or write elsewhere")
+        regular = not os.path.exists(path) or stat.S_ISREG(os.stat(path).st_mode)
+        if regular and not os.access(directory, os.W_OK):
+            raise _cannot_write(path, f"the directory {directory} is not writable")
+
+
+def write_file_atomic(path: str, data: bytes) -> None:
+    """Write a regular file whole or not at all (a temporary file in the same directory, then a rename, with
+    the usual mode); write through a device or FIFO (``-o /dev/null``) and never replace it."""
+    import stat
+
+    check_outputs([path])
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+            with open(path, "wb") as handle:
+                handle.write(data)
+            return
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".topoplan-", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as err:
+        raise _cannot_write(path, err.strerror or str(err)) from None
+
+
+def write_figure(fig, path: str) -> str:
+    """Save a chart through ``write_file_atomic``; the format follows the extension (PNG when there is none
+    or matplotlib does not know it). Returns what was written, for the message."""
+    from .report import plots
+
+    extension = os.path.splitext(path)[1].lower().lstrip(".")
+    fmt = extension if extension in ("png", "svg", "pdf") else "png"
+    write_file_atomic(path, plots.to_bytes(fig, fmt))
+    return f"{path} ({fmt.upper()})" if extension != fmt else path
 
 
 def _evaluate(spec: str, catalog):
@@ -159,6 +206,7 @@ def build(spec, output, catalog_files):
     Example:
       topoplan build designs/fat-tree-1k.yaml -o fabric.graphml
     """
+    check_outputs([output], [spec])
     from .errors import Problem, SpecError
 
     extension = os.path.splitext(output)[1].lower()
@@ -203,6 +251,9 @@ def report(spec, fmt, output, plots_dir, catalog_files):
       topoplan report designs/fat-tree-16k.yaml --format json | jq .cost
       topoplan report designs/rail-b200-16k.yaml --plots charts/
     """
+    check_outputs([output], [spec, *catalog_files])
+    if plots_dir and os.path.exists(plots_dir) and not os.path.isdir(plots_dir):
+        raise _cannot_write(plots_dir, "it is a file, not a directory", "name a directory for the charts")
     catalog = load_catalog(catalog_files)
     evaluation = _evaluate(spec, catalog)
     result = build_report(evaluation)
@@ -215,8 +266,7 @@ def report(spec, fmt, output, plots_dir, catalog_files):
         for suffix, fig in (("utilization", plots.utilization_figure(evaluation)),
                             ("collectives", plots.collective_times_figure(result))):
             path = os.path.join(plots_dir, f"{name}-{suffix}.png")
-            plots.save(fig, path)
-            click.echo(f"wrote {path}", err=True)
+            click.echo(f"wrote {write_figure(fig, path)}", err=True)
 
 
 @main.command()
@@ -306,6 +356,7 @@ def compare(base, head, fmt, output, catalog_files):
       topoplan compare designs/fat-tree-16k.yaml designs/rail-b200-16k.yaml
       topoplan compare main:designs/pod.yaml designs/pod.yaml --format markdown -o comment.md
     """
+    check_outputs([output], [base, head, *catalog_files])
     from .report.writers import render_compare
     from .review import compare_reports
 
@@ -367,6 +418,7 @@ def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, f
       topoplan nccl my-cluster.yaml --measured all_reduce.log --fit calibrated.yaml
       topoplan report my-cluster.yaml --catalog calibrated.yaml
     """
+    check_outputs([output, plot_file, fit_file], [spec, *logs, *catalog_files])
     from .errors import Problem, SpecError
     from .flow.algorithms import FOR_OP
     from .generators import generate
@@ -430,8 +482,7 @@ def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, f
     if plot_file:
         from .report import plots
 
-        plots.save(plots.sweep_figure([r.to_json() for r in results]), plot_file)
-        click.echo(f"wrote {plot_file}", err=True)
+        click.echo(f"wrote {write_figure(plots.sweep_figure([r.to_json() for r in results]), plot_file)}", err=True)
 
 
 @main.command()
@@ -447,6 +498,7 @@ def schema(output):
     Example:
       topoplan schema -o docs/design.schema.json
     """
+    check_outputs([output])
     from .spec import DESIGN_SCHEMA
 
     document = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "topoplan design spec",
@@ -480,6 +532,11 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, workers, catalog_file
       topoplan optimize designs/spaces/headline.yaml --workers 2 --plot headline.png
       topoplan optimize space.yaml --workers 2 --plot pareto.png --emit-specs chosen/ --format markdown
     """
+    plot_outputs = [plot_file, f"{os.path.splitext(plot_file)[0]}-cost{os.path.splitext(plot_file)[1] or '.png'}"] \
+        if plot_file else []
+    check_outputs([output, *plot_outputs], [space_file, *catalog_files])
+    if emit_dir and os.path.exists(emit_dir) and not os.path.isdir(emit_dir):
+        raise _cannot_write(emit_dir, "it is a file, not a directory", "name a directory for the emitted specs")
     from .errors import Problem, SpecError
     from .optimize.search import search
     from .optimize.space import load_space
@@ -502,11 +559,10 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, workers, catalog_file
     if plot_file:
         from .report import plots
 
-        plots.save(plots.pareto_figure(data), plot_file)
         stem, extension = os.path.splitext(plot_file)
-        breakdown = f"{stem}-cost{extension or '.png'}"
-        plots.save(plots.cost_breakdown_figure(data), breakdown)
-        click.echo(f"wrote {plot_file} and {breakdown}", err=True)
+        wrote = write_figure(plots.pareto_figure(data), plot_file)
+        breakdown = write_figure(plots.cost_breakdown_figure(data), f"{stem}-cost{extension or '.png'}")
+        click.echo(f"wrote {wrote} and {breakdown}", err=True)
     if emit_dir:
         from . import yamlio
 
@@ -540,6 +596,7 @@ def host(source, server_id, fmt, output, catalog_files):
       NCCL_TOPO_DUMP_FILE=system.xml <run any NCCL job>;  topoplan host system.xml
       nvidia-smi topo -m > topo.txt;  topoplan host topo.txt --server dgx-h100 --format markdown
     """
+    check_outputs([output], [source, *catalog_files])
     from .host import read_host
     from .host.analysis import host_report
     from .report.host import render_host

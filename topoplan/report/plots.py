@@ -1,5 +1,6 @@
 """Charts for ``report --plots DIR`` (matplotlib, Agg backend): link utilization by tier and time per
-collective. Functions return the figure, so that tests can read its data; the CLI saves it."""
+collective. Functions return the figure, so that tests can read its data; ``to_bytes`` renders it and the
+CLI writes the file."""
 
 from __future__ import annotations
 
@@ -81,9 +82,14 @@ def sweep_figure(sweeps: list):
     return fig
 
 
-def save(fig, path: str) -> None:
-    fig.savefig(path, dpi=120)
+def to_bytes(fig, fmt: str = "png") -> bytes:
+    """The chart as a file's bytes (the CLI writes them); the figure is closed."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=120)
     plt.close(fig)
+    return buffer.getvalue()
 
 
 _MARKERS = {"fat-tree": "o", "rail-optimized": "s", "rail-only": "^", "railx": "D"}
