@@ -43,7 +43,8 @@ ENGINES: dict[str, Engine] = {engine.name: engine for engine in (
            route=lambda t, d, r: railx.route(t, d), refusal=_closed_form(railx, "railx"), stands_in_for="ecmp"),
     Engine("ecmp-hash", "one shortest path per flow or queue pair, by a seeded hash",
            route=lambda t, d, r: hashed.route(t, d, seed=r.seed, qps=r.qps, arc_mask=r.arc_mask),
-           refusal=lambda t, r: None, seeded=True, per_destination=True),
+           refusal=lambda t, r: None, seeded=True, per_destination=True,
+           route_seeds=lambda t, d, r, seeds: hashed.route_seeds(t, d, seeds, r.qps, r.arc_mask)),
     Engine("optimal", "minimum max-utilization multicommodity flow (OR-Tools LP)",
            route=lambda t, d, r: lp.route(t, d), refusal=_closed_form(lp, "optimal")),
 )}

@@ -48,6 +48,7 @@ class Engine:
     stands_in_for: str = ""  # gives this engine's loads exactly, where it accepts
     seeded: bool = False     # results depend on request.seed: the metrics run several seeds
     per_destination: bool = False  # cost grows with the destinations (a search per destination block)
+    route_seeds: Callable | None = None  # seeded engines: (topology, demand, request, seeds) -> [Routed], at once
 
 
 def select_engine(engines: dict, topology, request: RouteRequest) -> Engine:

@@ -31,14 +31,20 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
           arc_mask: np.ndarray | None = None) -> Routed:
+    return route_seeds(topology, demand, [seed], qps, arc_mask)[0]
+
+
+def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
+                arc_mask: np.ndarray | None = None) -> list[Routed]:
+    """One ``Routed`` per seed. The distances to each block of destinations do not depend on the seed, so
+    they are computed once for all seeds (the search is most of the work)."""
     src, dst, size = demand.pairs()
     flows = src.size * qps
     if flows > MAX_FLOWS:
         raise EngineRefused(Refusal("ecmp-hash", f"ecmp-hash would follow {flows:,} flows (more than {MAX_FLOWS:,}); "
                          "use ecmp for this workload or fewer queue pairs"))
     n, m = topology.num_nodes, topology.num_arcs
-    load = np.zeros(m)
-    routed = Routed(load)
+    routed = [Routed(np.zeros(m)) for _ in seeds]
     if src.size == 0:
         return routed
     usable = np.ones(m, dtype=bool) if arc_mask is None else arc_mask
@@ -66,32 +72,39 @@ def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
         col_of[targets] = np.arange(targets.size)
         mine = np.flatnonzero(col_of[flow_dst] >= 0)
         col = col_of[flow_dst[mine]]
-        here = flow_src[mine].copy()
-        lost = dist[here, col] < 0
-        if lost.any():
-            routed.unreachable_pairs += int(lost.sum()) // qps
-            routed.unreachable_bytes += float(flow_bytes[mine][lost].sum())
-        active = ~lost
-        hop = 0
-        while active.any():
-            idx = np.flatnonzero(active)
-            u, c = here[idx], col[idx]
-            level = dist[u, c]
-            # candidate out-arcs, position by position, that step one level closer
-            positions = np.arange(max_degree)
-            starts, degree = indptr[u], indptr[u + 1] - indptr[u]
-            valid = positions[None, :] < degree[:, None]
-            cand = out_arcs[np.minimum(starts[:, None] + positions[None, :], out_arcs.size - 1)]
-            head = topology.dst[cand]
-            head_level = dist[head, c[:, None]]
-            good = valid & (head_level == level[:, None] - weight[cand]) & (relay[head] | (head_level == 0))
-            count = good.sum(axis=1)
-            key = (np.uint64(seed) * np.uint64(0x100000001B3)) ^ (flow_id[mine][idx] << np.uint64(8)) ^ np.uint64(hop)
-            pick = (_mix(key) % count.astype(np.uint64)).astype(np.int64)
-            rank = np.cumsum(good, axis=1) - 1
-            chosen = cand[np.arange(idx.size), np.argmax(good & (rank == pick[:, None]), axis=1)]
-            load += np.bincount(chosen, weights=flow_bytes[mine][idx], minlength=m)
-            here[idx] = topology.dst[chosen]
-            active[idx] = dist[here[idx], c] > 0
-            hop += 1
+        lost = dist[flow_src[mine], col] < 0
+        for seed, out in zip(seeds, routed):
+            if lost.any():
+                out.unreachable_pairs += int(lost.sum()) // qps
+                out.unreachable_bytes += float(flow_bytes[mine][lost].sum())
+            _walk(topology, out.load, dist, flow_src[mine].copy(), col, ~lost, flow_id[mine], flow_bytes[mine],
+                  seed, indptr, out_arcs, max_degree, weight, relay)
     return routed
+
+
+def _walk(topology, load, dist, here, col, active, flow_id, flow_bytes, seed, indptr, out_arcs, max_degree,
+          weight, relay) -> None:
+    """Move every active flow hop by hop along one hashed shortest-path next hop, adding its bytes."""
+    m = load.size
+    hop = 0
+    positions = np.arange(max_degree)
+    while active.any():
+        idx = np.flatnonzero(active)
+        u, c = here[idx], col[idx]
+        level = dist[u, c]
+        # candidate out-arcs, position by position, that step one level closer
+        starts, degree = indptr[u], indptr[u + 1] - indptr[u]
+        valid = positions[None, :] < degree[:, None]
+        cand = out_arcs[np.minimum(starts[:, None] + positions[None, :], out_arcs.size - 1)]
+        head = topology.dst[cand]
+        head_level = dist[head, c[:, None]]
+        good = valid & (head_level == level[:, None] - weight[cand]) & (relay[head] | (head_level == 0))
+        count = good.sum(axis=1)
+        key = (np.uint64(seed) * np.uint64(0x100000001B3)) ^ (flow_id[idx] << np.uint64(8)) ^ np.uint64(hop)
+        pick = (_mix(key) % count.astype(np.uint64)).astype(np.int64)
+        rank = np.cumsum(good, axis=1) - 1
+        chosen = cand[np.arange(idx.size), np.argmax(good & (rank == pick[:, None]), axis=1)]
+        load += np.bincount(chosen, weights=flow_bytes[idx], minlength=m)
+        here[idx] = topology.dst[chosen]
+        active[idx] = dist[here[idx], c] > 0
+        hop += 1

@@ -322,14 +322,22 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
     algorithm = BY_KEY[(plan.collective.op, plan.algorithm)]
     shape = shape_of(plan, timing)
     capacity = timing.capacity_gbps(topology, classes)
+    seed_list = list(range(seeds)) if chosen.seeded else [0]
+    request = RouteRequest(chosen.name, qps=qps, arc_mask=arc_mask)
+    by_phase = []   # per phase, one Routed per seed
+    for phase, demand in zip(plan.phases, demands):
+        if phase.load is not None:
+            by_phase.append([Routed(phase.load)] * len(seed_list))
+        elif chosen.route_seeds is not None:
+            by_phase.append(chosen.route_seeds(topology, demand, request, seed_list))
+        else:
+            by_phase.append([chosen.route(topology, demand, RouteRequest(chosen.name, seed=seed, qps=qps,
+                                                                         arc_mask=arc_mask)) for seed in seed_list])
     per_seed = []
-    for seed in range(seeds) if chosen.seeded else (0,):
-        request = RouteRequest(chosen.name, seed=seed, qps=qps, arc_mask=arc_mask)
-        phases = []
-        for phase, demand in zip(plan.phases, demands):
-            routed = Routed(phase.load) if phase.load is not None else chosen.route(topology, demand, request)
-            phases.append(phase_result(topology, classes, routed.load, phase.label, phase.intra_steps,
-                                       phase.inter_steps, routed.unreachable_pairs, capacity))
+    for index, _seed in enumerate(seed_list):
+        phases = [phase_result(topology, classes, routed[index].load, phase.label, phase.intra_steps,
+                               phase.inter_steps, routed[index].unreachable_pairs, capacity)
+                  for phase, routed in zip(plan.phases, by_phase)]
         per_seed.append(AlgorithmResult(plan, algorithm, shape, timing, chosen.name, phases))
     if not chosen.seeded:
         return per_seed[0]
