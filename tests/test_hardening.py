@@ -120,3 +120,41 @@ def test_a_chart_without_an_extension_says_what_it_wrote(in_root, tmp_path):
 def test_optimize_checks_its_outputs_before_searching(in_root, tmp_path):
     code, stderr, _ = _run(["optimize", "designs/spaces/headline.yaml", "--plot", str(tmp_path / "no" / "p.png")])
     assert code == 2 and "does not exist" in stderr and "evaluating candidates" not in stderr
+
+
+# --- bounded work, signals -----------------------------------------------------------------------------
+
+def test_optimize_counts_candidates_first_and_caps_workers(in_root):
+    code, stderr, _ = _run(["optimize", "designs/spaces/headline.yaml", "--max-candidates", "5"])
+    assert code == 2 and "more than --max-candidates 5 candidates" in stderr
+    code, stderr, _ = _run(["optimize", "designs/spaces/headline.yaml", "--workers", "999", "--max-candidates", "5"])
+    assert code == 2   # refused before any worker starts
+
+
+def test_ctrl_c_exits_130_with_one_line(monkeypatch, in_root):
+    import topoplan.pipeline
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(topoplan.pipeline, "evaluate", interrupted)
+    code, stderr, _ = _run(["report", "designs/fat-tree-1k.yaml"])
+    assert code == 130 and stderr.strip() == "topoplan: interrupted; nothing was written"
+
+
+@pytest.mark.parametrize("size, message", [("1e300", "more than 1 PiB"), (".inf", "positive whole number"),
+                                           ("2048TiB", "more than 1 PiB")])
+def test_sizes_have_an_upper_bound(tmp_path, size, message):
+    spec = tmp_path / "x.yaml"
+    spec.write_text("name: x\ncluster: {server: dgx-h100, gpus: 1024}\nfabric: {topology: fat-tree, switch: "
+                    f"nvidia-qm9700}}\nworkload:\n  collectives:\n    - {{name: x, op: allreduce, group: world, "
+                    f"size: {size}}}\n")
+    code, stderr, _ = _run(["validate", str(spec)])
+    assert code == 2 and stderr.startswith(f"{spec}:6: workload.collectives[0].size:") and message in stderr
+
+
+def test_rates_have_an_upper_bound():
+    from topoplan.units import parse_rate_gbps
+
+    with pytest.raises(ValueError, match="at most 1 Pb/s"):
+        parse_rate_gbps("1e9T")

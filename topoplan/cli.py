@@ -24,6 +24,7 @@ from .report.writers import FORMATS, render
 EXIT_TARGET_MISSED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130   # Ctrl-C, as shells report SIGINT
 
 
 def catalog_option(func):
@@ -52,7 +53,10 @@ def handle_errors(func):
             for problem in err.problems:
                 click.echo(str(problem), err=True)
             sys.exit(EXIT_BAD_INPUT)
-        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+        except KeyboardInterrupt:
+            click.echo("topoplan: interrupted; nothing was written", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception:  # noqa: BLE001 - last-resort reporting of bugs
             click.echo("topoplan: internal error (a bug; please report it with the input that caused it)", err=True)
@@ -515,11 +519,13 @@ def schema(output):
                    "Pareto designs' cost by category.")
 @click.option("--emit-specs", "emit_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Write one design spec per Pareto design into DIR.")
+@click.option("--max-candidates", type=click.IntRange(min=1), default=20_000, show_default=True,
+              help="Refuse a space with more candidates than this (they are counted before any work).")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes evaluating candidates.")
 @catalog_option
 @handle_errors
-def optimize(space_file, fmt, output, plot_file, emit_dir, workers, catalog_files):
+def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, workers, catalog_files):
     """Search a design space: evaluate every candidate, keep the cost / completion-time Pareto front.
 
     \b
@@ -544,6 +550,21 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, workers, catalog_file
 
     catalog = load_catalog(catalog_files)
     space = load_space(space_file, catalog)
+    from .optimize.space import candidate_specs
+
+    import itertools
+
+    candidates = sum(1 for _ in itertools.islice(candidate_specs(space), max_candidates + 1))  # bounded count
+    if candidates > max_candidates:
+        raise SpecError([Problem(space_file, 0, "", f"the space holds more than --max-candidates "
+                                 f"{max_candidates:,} candidates",
+                                 "narrow the space, or raise --max-candidates if you mean it")])
+    cpus = os.cpu_count() or 1
+    if workers > min(candidates, cpus):
+        click.echo(f"topoplan optimize: {min(candidates, cpus)} worker(s), not {workers}: "
+                   f"{candidates:,} candidate(s) on {cpus} CPU(s)", err=True)
+        workers = max(1, min(candidates, cpus))
+    click.echo(f"topoplan optimize: {candidates:,} candidates on {workers} worker(s)", err=True)
     with click.progressbar(length=1, label="evaluating candidates", file=sys.stderr) as bar:
         def progress(done, total):
             bar.length = total

@@ -6,6 +6,7 @@ Reports convert to GB/s (1e9 bytes per second) for busbw and algbw, as nccl-test
 
 from __future__ import annotations
 
+import math
 import re
 
 _SIZE_UNITS = {
@@ -19,7 +20,19 @@ _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z/]*)\
 
 
 
+MAX_SIZE_BYTES = 2**50          # 1 PiB: no collective buffer comes near it; larger is a typo
+MAX_RATE_GBPS = 1e6             # 1 Pb/s per link or port
+
+
 def parse_size(value) -> int:
+    """See ``_parse_size``; sizes above ``MAX_SIZE_BYTES`` are refused."""
+    size = _parse_size(value)
+    if size > MAX_SIZE_BYTES:
+        raise ValueError(f"size {value} is more than 1 PiB; collectives move bytes to gigabytes")
+    return size
+
+
+def _parse_size(value) -> int:
     """Bytes from an int or a string such as ``"256MiB"``, ``"1GB"``, ``"4096"``.
 
     Binary prefixes (KiB, MiB, GiB, TiB) are powers of 1024, decimal ones (K, KB, M, MB, ...) powers of
@@ -33,7 +46,7 @@ def parse_size(value) -> int:
             raise ValueError(f"size must be positive, got {value}")
         return value
     if isinstance(value, float):
-        if value <= 0 or value != int(value):
+        if not math.isfinite(value) or value <= 0 or value != int(value):
             raise ValueError(f"size must be a positive whole number of bytes, got {value}")
         return int(value)
     if not isinstance(value, str):
@@ -69,8 +82,8 @@ def parse_rate_gbps(value) -> float:
         rate = float(match.group(1)) * _RATE_UNITS[match.group(2).lower()]
     else:
         raise ValueError(f"expected a rate like 400G, got {type(value).__name__}")
-    if rate <= 0:
-        raise ValueError(f"rate must be positive, got {value}")
+    if not 0 < rate <= MAX_RATE_GBPS:
+        raise ValueError(f"rate must be positive and at most 1 Pb/s, got {value}")
     return rate
 
 

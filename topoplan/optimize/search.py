@@ -32,8 +32,12 @@ _CATALOG = None
 _CATALOG_FILES: tuple = ()
 
 
-def _init(catalog_files) -> None:
+def _init(catalog_files, worker: bool = False) -> None:
     global _CATALOG, _CATALOG_FILES
+    if worker:  # Ctrl-C is the parent's to handle: workers print no tracebacks
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     _CATALOG_FILES = tuple(catalog_files)
     _CATALOG = load_catalog(_CATALOG_FILES)
 
@@ -176,9 +180,15 @@ def search(space: Space, catalog_files=(), workers: int = 1, progress=None) -> S
             if progress:
                 progress(done, len(items))
         return result
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(tuple(catalog_files),)) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(items)), initializer=_init,
+                               initargs=(tuple(catalog_files), True))
+    try:
         for done, outcome in enumerate(pool.map(evaluate_candidate, items, chunksize=1), 1):
             result.outcomes.append(outcome)
             if progress:
                 progress(done, len(items))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return result
