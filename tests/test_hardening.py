@@ -158,3 +158,30 @@ def test_rates_have_an_upper_bound():
 
     with pytest.raises(ValueError, match="at most 1 Pb/s"):
         parse_rate_gbps("1e9T")
+
+
+def test_schema_takes_catalog_ids_from_catalog_files(tmp_path):
+    import json
+
+    extra = tmp_path / "mine.yaml"
+    extra.write_text((ROOT / "tests" / "bad_catalogs" / "04-server-unknown-nic.yaml").read_text()
+                     .replace("connectx-9", "nvidia-connectx-7"))
+    code, stderr, stdout = _run(["schema", "--catalog", str(extra)])
+    assert code == 0, stderr
+    servers = json.loads(stdout)["properties"]["cluster"]["properties"]["server"]["examples"]
+    assert "dgx-h100" in servers and len(servers) > len(json.loads(_run(["schema"])[2])["properties"]["cluster"]
+                                                         ["properties"]["server"]["examples"])
+
+
+def test_graph_exports_are_bounded_and_readable(in_root, tmp_path):
+    import networkx as nx
+
+    code, stderr, _ = _run(["build", "designs/fat-tree-131k-twin-plane.yaml", "-o", str(tmp_path / "x.graphml")])
+    assert code == 2 and "GiB of memory" in stderr and "write .json" in stderr
+    out = tmp_path / "small.graphml"
+    spec = tmp_path / "small.yaml"
+    spec.write_text("name: small\ncluster: {server: generic-1gpu, gpus: 8}\nfabric: {topology: fat-tree, "
+                    "switch: nvidia-qm9700}\n")
+    code, stderr, _ = _run(["build", str(spec), "-o", str(out)])
+    assert code == 0, stderr
+    assert all(not str(node).isdigit() for node in nx.read_graphml(out).nodes)

@@ -25,6 +25,8 @@ EXIT_TARGET_MISSED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130   # Ctrl-C, as shells report SIGINT
+# GraphML/GEXF go through networkx, about 4.6 kB per arc (the 131k design: 9.7 GB); refuse past this
+MAX_GRAPH_EXPORT_ARCS = 250_000
 
 
 def catalog_option(func):
@@ -226,7 +228,14 @@ def build(spec, output, catalog_files):
 
         import networkx as nx
 
+        if topology.num_arcs > MAX_GRAPH_EXPORT_ARCS:
+            raise SpecError([Problem(output, 0, "", f"{extension[1:].upper()} of {topology.num_nodes:,} nodes and "
+                                     f"{topology.num_arcs:,} arcs would take about "
+                                     f"{topology.num_arcs * 4.6e3 / 2**30:,.0f} GiB of memory (networkx holds "
+                                     f"every node and edge as Python objects)",
+                                     "write .json (columnar, any size) instead")])
         graph = topology.to_networkx()
+        graph = nx.relabel_nodes(graph, {n: d["name"] for n, d in graph.nodes(data=True)})  # readable ids
         graph.graph = {"name": topology.name}
         buffer = io.BytesIO()
         (nx.write_graphml if extension == ".graphml" else nx.write_gexf)(graph, buffer)
@@ -491,22 +500,31 @@ def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, f
 
 @main.command()
 @output_option
+@catalog_option
 @handle_errors
-def schema(output):
+def schema(output, catalog_files):
     """Print the JSON Schema of design specs (the validator's own definitions).
 
     \b
     Point your editor at it for validation while typing; with the YAML language server, put
     this first line in a spec:
       # yaml-language-server: $schema=../docs/design.schema.json
+    Catalog ids (servers, switches, circuit switches) are listed as examples for completion;
+    --catalog adds your own entries to them.
     Example:
       topoplan schema -o docs/design.schema.json
+      topoplan schema --catalog my-hardware.yaml -o my.schema.json
     """
-    check_outputs([output])
+    check_outputs([output], catalog_files)
     from .spec import DESIGN_SCHEMA
 
+    catalog = load_catalog(catalog_files)
     document = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "topoplan design spec",
                 **DESIGN_SCHEMA.to_json_schema()}
+    properties = document["properties"]
+    properties["cluster"]["properties"]["server"]["examples"] = sorted(catalog.servers)
+    properties["fabric"]["properties"]["switch"]["examples"] = sorted(catalog.switches)
+    properties["fabric"]["properties"]["railx"]["properties"]["ocs"]["examples"] = sorted(catalog.ocs)
     write_output(json.dumps(document, indent=2) + "\n", output)
 
 
