@@ -185,3 +185,33 @@ def test_graph_exports_are_bounded_and_readable(in_root, tmp_path):
     code, stderr, _ = _run(["build", str(spec), "-o", str(out)])
     assert code == 0, stderr
     assert all(not str(node).isdigit() for node in nx.read_graphml(out).nodes)
+
+
+# --- catalogs ------------------------------------------------------------------------------------------------
+
+def test_a_partial_override_changes_only_its_fields_and_is_named(in_root, tmp_path):
+    from topoplan.catalog import load_catalog
+
+    extra = tmp_path / "prices.yaml"
+    extra.write_text("switches:\n  - {id: nvidia-qm9700, price_usd: 30000}\n")
+    shipped, mine = load_catalog().switches["nvidia-qm9700"], load_catalog([str(extra)]).switches["nvidia-qm9700"]
+    assert mine.price_usd == 30000 and mine.ports == shipped.ports and mine.source == shipped.source
+    code, stderr, _ = _run(["validate", "designs/fat-tree-1k.yaml", "--catalog", str(extra)])
+    assert code == 0 and f"catalog: {extra}:2: switches 'nvidia-qm9700' overrides the entry from" in stderr
+
+
+def test_two_files_overriding_one_id_both_say_so(in_root, tmp_path):
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("switches:\n  - {id: nvidia-qm9700, price_usd: 30000}\n")
+    second.write_text("switches:\n  - {id: nvidia-qm9700, price_usd: 400000}\n")
+    code, stderr, _ = _run(["validate", "designs/fat-tree-1k.yaml", "--catalog", str(first), "--catalog", str(second)])
+    assert code == 0 and stderr.count("overrides the entry") == 2 and f"from {first}:2" in stderr
+
+
+def test_an_id_reused_across_sections_is_refused(tmp_path):
+    extra = tmp_path / "x.yaml"
+    extra.write_text("nics:\n  - {id: nvidia-qm9700, vendor: x, description: x, ports: 1, port_speed_gbps: 400, "
+                     "cages: 1, form_factor: OSFP, pcie_gen: 5, pcie_lanes: 16, power_w: 20, price_usd: 1, "
+                     "source: test}\n")
+    code, stderr, _ = _run(["catalog", "list", "--catalog", str(extra)])
+    assert code == 2 and "is already a switch" in stderr and stderr.startswith(f"{extra}:2:")

@@ -243,6 +243,7 @@ class Catalog:
     ocs: dict
     servers: dict
     origin: dict  # (section, id) -> "file:line"
+    overrides: list = dataclasses.field(default_factory=list)  # (section, id, where, where it replaced)
 
     def section(self, name: str) -> dict:
         return getattr(self, name)
@@ -256,6 +257,17 @@ class Catalog:
 
     def ids(self) -> list[tuple[str, str]]:
         return [(name, entry_id) for name in SECTIONS for entry_id in sorted(self.section(name))]
+
+
+def _raw(entry) -> dict:
+    """An entry as the plain data its YAML held (tuples as lists), for merging a partial override."""
+    def plain(value):
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+    return {k: plain(v) for k, v in dataclasses.asdict(entry).items() if v is not None}
 
 
 def _entry(cls, data: dict):
@@ -296,6 +308,9 @@ def _read_file(file: str, catalog: Catalog, problems: list, seen_in_file: dict) 
         for index, item in enumerate(items):
             path = (name, index)
             before = len(ctx.problems)
+            existing = catalog.section(name).get(item.get("id")) if isinstance(item, dict) else None
+            if existing is not None:  # an override names only the fields it changes
+                item = {**_raw(existing), **item}
             values = schema.check(item, path, ctx)
             if len(ctx.problems) > before or has_missing(values):
                 continue
@@ -305,8 +320,16 @@ def _read_file(file: str, catalog: Catalog, problems: list, seen_in_file: dict) 
                           f"(first at line {seen_in_file[(name, entry_id)]})", "ids must be unique")
                 continue
             seen_in_file[(name, entry_id)] = lines.line_of(path)
+            elsewhere = [other for other in SECTIONS if other != name and entry_id in catalog.section(other)]
+            if elsewhere:
+                ctx.error(path + ("id",), f"id '{entry_id}' is already a {elsewhere[0][:-1]} "
+                          f"({catalog.origin[(elsewhere[0], entry_id)]})", "ids are unique across sections")
+                continue
+            where = f"{file}:{lines.line_of(path)}"
+            if existing is not None:
+                catalog.overrides.append((name, entry_id, where, catalog.origin[(name, entry_id)]))
             catalog.section(name)[entry_id] = _entry(cls, values)
-            catalog.origin[(name, entry_id)] = f"{file}:{lines.line_of(path)}"
+            catalog.origin[(name, entry_id)] = where
     problems.extend(ctx.problems)
 
 

@@ -141,6 +141,14 @@ def write_figure(fig, path: str) -> str:
     return f"{path} ({fmt.upper()})" if extension != fmt else path
 
 
+def _catalog(files):
+    """The catalog with the user's files, each entry they override named on stderr (file order decides)."""
+    catalog = load_catalog(files)
+    for section, entry_id, where, replaced in catalog.overrides:
+        click.echo(f"catalog: {where}: {section} '{entry_id}' overrides the entry from {replaced}", err=True)
+    return catalog
+
+
 def _evaluate(spec: str, catalog):
     from .pipeline import evaluate
     from .spec import load_design
@@ -182,7 +190,7 @@ def validate(specs, catalog_files):
     """
     from .errors import SpecError
 
-    catalog = load_catalog(catalog_files)
+    catalog = _catalog(catalog_files)
     problems = []
     for spec in specs:
         try:
@@ -219,7 +227,7 @@ def build(spec, output, catalog_files):
     if extension not in (".graphml", ".gexf", ".json"):
         raise SpecError([Problem(output, 0, "", f"unknown output format '{extension or output}'",
                                  "use a file name ending in .graphml, .gexf or .json")])
-    catalog = load_catalog(catalog_files)
+    catalog = _catalog(catalog_files)
     topology = _evaluate(spec, catalog).topology
     if extension == ".json":
         data = json.dumps(topology.to_json_dict(), separators=(",", ":")).encode()
@@ -267,7 +275,7 @@ def report(spec, fmt, output, plots_dir, catalog_files):
     check_outputs([output], [spec, *catalog_files])
     if plots_dir and os.path.exists(plots_dir) and not os.path.isdir(plots_dir):
         raise _cannot_write(plots_dir, "it is a file, not a directory", "name a directory for the charts")
-    catalog = load_catalog(catalog_files)
+    catalog = _catalog(catalog_files)
     evaluation = _evaluate(spec, catalog)
     result = build_report(evaluation)
     write_output(render(result, fmt), output)
@@ -303,7 +311,7 @@ def check(specs, baseline, max_regression, catalog_files):
     from .review import metric_rows
     from .targets import check_targets
 
-    catalog = load_catalog(catalog_files)
+    catalog = _catalog(catalog_files)
     evaluations = [(spec, _evaluate(spec, catalog)) for spec in specs]
     from .review import MissingAtRef
 
@@ -373,7 +381,7 @@ def compare(base, head, fmt, output, catalog_files):
     from .report.writers import render_compare
     from .review import compare_reports
 
-    catalog = load_catalog(catalog_files)
+    catalog = _catalog(catalog_files)
     base_data, base_eval = _evaluate_source(base, catalog)
     head_data, head_eval = _evaluate_source(head, catalog)
     comparison = compare_reports(base, head, base_data, head_data, build_report(base_eval), build_report(head_eval))
@@ -456,7 +464,7 @@ def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, f
                                 "pass the nccl-tests log of this machine with --measured LOG"))
     if problems:
         raise SpecError(problems)
-    catalog = load_catalog(catalog_files)
+    catalog = _catalog(catalog_files)
     design = load_design(spec, catalog)
     topology = generate(design, catalog)
     if fit_file:
@@ -471,7 +479,7 @@ def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, f
                    f"+{fit.intra_step_extra_us:.2f} us per intra-node step, bandwidth efficiency "
                    f"{fit.bandwidth_efficiency:.3f}; median busbw error from 1 MiB {before:.1%} -> {after:.1%}; "
                    f"wrote {fit_file} (pass it with --catalog)", err=True)
-        catalog = load_catalog((*catalog_files, fit_file))
+        catalog = _catalog((*catalog_files, fit_file))
     results = []
     if logs:
         for path in logs:
@@ -518,7 +526,7 @@ def schema(output, catalog_files):
     check_outputs([output], catalog_files)
     from .spec import DESIGN_SCHEMA
 
-    catalog = load_catalog(catalog_files)
+    catalog = _catalog(catalog_files)
     document = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "topoplan design spec",
                 **DESIGN_SCHEMA.to_json_schema()}
     properties = document["properties"]
@@ -566,7 +574,7 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, worke
     from .optimize.space import load_space
     from .report.writers import render_optimize
 
-    catalog = load_catalog(catalog_files)
+    catalog = _catalog(catalog_files)
     space = load_space(space_file, catalog)
     from .optimize.space import candidate_specs
 
@@ -644,7 +652,7 @@ def host(source, server_id, fmt, output, catalog_files):
         from .host.template import host_graph
         from .spec import load_design
 
-        catalog = load_catalog(catalog_files)
+        catalog = _catalog(catalog_files)
         design = load_design(source, catalog)
         graph = host_graph(catalog.servers[design.cluster.server], catalog)
     else:
@@ -653,7 +661,7 @@ def host(source, server_id, fmt, output, catalog_files):
         from .errors import Problem, SpecError
         from .host.template import host_graph
 
-        catalog = load_catalog(catalog_files)
+        catalog = _catalog(catalog_files)
         if server_id not in catalog.servers:
             raise SpecError([Problem("--server", 0, "", f"unknown server '{server_id}'",
                                      did_you_mean(server_id, catalog.servers))])
@@ -684,7 +692,7 @@ def catalog_list(section, catalog_files):
     """
     from .report.writers import table
 
-    cat = load_catalog(catalog_files)
+    cat = _catalog(catalog_files)
     lines = []
     for name in SECTIONS if section is None else (section,):
         entries = cat.section(name)
@@ -731,7 +739,7 @@ def catalog_show(entry_id, catalog_files):
     from . import yamlio
     from .errors import Problem, SpecError
 
-    cat = load_catalog(catalog_files)
+    cat = _catalog(catalog_files)
     section, entry = cat.find(entry_id)
     if entry is None:
         every = [i for _, i in cat.ids()]
