@@ -45,17 +45,33 @@ def test_collective_times_match_the_report(evaluated):
     assert [t.get_text() for t in axis.get_yticklabels()] == [c["name"] for c in report["collectives"]]
 
 
-def test_utilization_panels_per_tier(evaluated):
+def test_utilization_bars_are_the_reports_max_per_tier(evaluated):
+    """Grouped bars: per tier, each collective's busiest link (the report's utilization_by_tier) and p99."""
     evaluation, report = evaluated
     fig = plots.utilization_figure(evaluation)
-    tiers = {t for c in report["collectives"] for t in c["utilization_by_tier"]}
-    assert {a.get_title().split()[0] for a in fig.axes} == tiers
-    for axis in fig.axes:
-        tier = axis.get_title().split()[0]
-        highest = max(c["utilization_by_tier"].get(tier, 0) for c in report["collectives"])
-        edges = [p.get_path().vertices[:, 0] for p in axis.patches]
-        assert max(e.max() for e in edges) >= highest - 1e-9  # the busiest link is inside the last bin drawn
-        assert axis.get_xlim()[0] == 0.0
+    axis = fig.axes[0]
+    tiers = [t.get_text().split()[0] for t in axis.get_xticklabels()]
+    assert set(tiers) == {t for c in report["collectives"] for t in c["utilization_by_tier"]}
+    bars = axis.patches
+    n = len(report["collectives"])
+    for i, collective in enumerate(report["collectives"]):   # bars go max, p99 per collective, each over tiers
+        highest = bars[2 * i * len(tiers):(2 * i + 1) * len(tiers)]
+        p99 = bars[(2 * i + 1) * len(tiers):(2 * i + 2) * len(tiers)]
+        for tier, bar, inner in zip(tiers, highest, p99):
+            assert bar.get_height() == pytest.approx(collective["utilization_by_tier"].get(tier, 0.0), rel=1e-6)
+            assert inner.get_height() <= bar.get_height() + 1e-9
+    assert len(bars) == 2 * n * len(tiers)
+
+
+def test_pareto_has_one_panel_per_gpu_count_and_logs_wide_cost_ranges():
+    result = {"space": "s", "pareto": ["a", "c"], "candidates": [
+        {"name": "a", "gpus": 1024, "topology": "fat-tree", "switch": "x", "time_s": 0.1, "cost_per_gpu_usd": 5000},
+        {"name": "b", "gpus": 1024, "topology": "railx", "switch": "y", "time_s": 0.3, "cost_per_gpu_usd": 40000},
+        {"name": "c", "gpus": 8192, "topology": "rail-only", "switch": "x", "time_s": 0.2, "cost_per_gpu_usd": 6000}]}
+    fig = plots.pareto_figure(result)
+    panels = [a for a in fig.axes if a.get_title()]
+    assert [a.get_title() for a in panels] == ["1,024 GPUs", "8,192 GPUs"]
+    assert panels[0].get_yscale() == "log" and panels[1].get_yscale() == "linear"
 
 
 def test_report_plots_option_writes_png(in_root, tmp_path):
@@ -65,6 +81,15 @@ def test_report_plots_option_writes_png(in_root, tmp_path):
     files = sorted(p.name for p in (tmp_path / "charts").iterdir())
     assert files == ["fat-tree-1k-collectives.png", "fat-tree-1k-utilization.png"]
     assert all((tmp_path / "charts" / f).read_bytes()[:4] == b"\x89PNG" for f in files)
+
+
+def test_no_blank_charts_without_a_workload(in_root, tmp_path):
+    spec = tmp_path / "bare.yaml"
+    spec.write_text("name: bare\ncluster: {server: dgx-h100, gpus: 64}\nfabric: {topology: fat-tree, "
+                    "switch: nvidia-qm9700}\n")
+    result = CliRunner().invoke(main, ["report", str(spec), "--plots", str(tmp_path / "charts")])
+    assert result.exit_code == 0 and "no charts" in result.stderr
+    assert not (tmp_path / "charts").exists()
 
 
 def test_sweep_figure_plots_the_table(in_root_module, tmp_path):

@@ -282,8 +282,14 @@ def report(spec, fmt, output, plots_dir, catalog_files):
     if plots_dir:
         from .report import plots
 
-        os.makedirs(plots_dir, exist_ok=True)
         name = evaluation.design.name
+        if not any(c["time_s"] is not None for c in result["collectives"]):
+            click.echo("no charts: the spec's workload has no collective that could be routed", err=True)
+            return
+        try:
+            os.makedirs(plots_dir, exist_ok=True)
+        except OSError as err:
+            raise _cannot_write(plots_dir, err.strerror or str(err)) from None
         for suffix, fig in (("utilization", plots.utilization_figure(evaluation)),
                             ("collectives", plots.collective_times_figure(result))):
             path = os.path.join(plots_dir, f"{name}-{suffix}.png")

@@ -15,25 +15,26 @@ from ..flow.metrics import ARC_CLASSES  # noqa: E402
 
 
 def utilization_figure(evaluation):
-    """One panel per link tier: how many links run at each utilization, one histogram per collective."""
-    results = evaluation.collectives
+    """Per link tier, grouped by collective: the busiest link's utilization (light bar) and the 99th
+    percentile of the loaded links (dark bar), against the injection bound (1.0, dashed)."""
+    results = [r for r in evaluation.collectives if r.chosen.reachable]
     tiers = [t for t in ARC_CLASSES if any(t in p.samples for r in results for p in r.phases)]
-    fig, axes = plt.subplots(1, max(1, len(tiers)), figsize=(4 * max(1, len(tiers)), 3.6), squeeze=False)
-    for axis, tier in zip(axes[0], tiers):
-        values = [np.concatenate([p.samples[tier] for p in r.phases if tier in p.samples] or [np.zeros(0)])
-                  for r in results]
-        top = max([1.1] + [1.05 * v.max() for v in values if v.size])
-        bins = np.linspace(0.0, top, 41)
-        for result, data in zip(results, values):
-            if data.size:
-                axis.hist(data, bins=bins, histtype="step", linewidth=1.5, label=result.plan.collective.name)
-        axis.set_xlim(0.0, top)
-        axis.set_title(f"{tier} links")
-        axis.set_xlabel("utilization (1 = injection-bound)")
-        axis.set_ylabel("links (sampled)")
-    if tiers:
-        axes[0][0].legend(fontsize="small")
-    fig.suptitle(f"Link utilization by tier: {evaluation.design.name}")
+    fig, axis = plt.subplots(figsize=(max(6.0, 1.6 * len(tiers) * max(1, len(results)) ** 0.5 + 3), 4.2))
+    width = 0.8 / max(1, len(results))
+    x = np.arange(len(tiers))
+    for i, result in enumerate(results):
+        highest = [result.utilization_by_tier.get(t, 0.0) for t in tiers]
+        p99 = [float(np.percentile(np.concatenate([p.samples[t] for p in result.phases if t in p.samples]), 99))
+               if any(t in p.samples for p in result.phases) else 0.0 for t in tiers]
+        offset = x - 0.4 + width * (i + 0.5)
+        bars = axis.bar(offset, highest, width * 0.95, alpha=0.4, label=f"{result.plan.collective.name} (max)")
+        axis.bar(offset, p99, width * 0.55, color=bars.patches[0].get_facecolor()[:3] if bars.patches else None,
+                 label=f"{result.plan.collective.name} (p99)")
+    axis.axhline(1.0, color="black", linestyle="--", linewidth=1)
+    axis.set_xticks(x, [f"{t} links" for t in tiers])
+    axis.set_ylabel("utilization (1 = as busy as the NICs)")
+    axis.set_title(f"Link utilization by tier: {evaluation.design.name}")
+    axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
@@ -73,7 +74,12 @@ def sweep_figure(sweeps: list):
             axis.plot([r["size_bytes"] for r in got], [r["measured_busbw_GBps"] for r in got], "x--",
                       color=line.get_color(), label=f"measured: {sweep['log'].rsplit('/', 1)[-1]}")
     axis.set_xscale("log", base=2)
-    axis.set_xlabel("size (bytes)")
+    sizes = [r["size_bytes"] for sweep in sweeps for r in sweep["rows"]]
+    ticks = [2**k for k in range(0, 51, 4) if min(sizes) / 2 <= 2**k <= max(sizes) * 2]
+    names = {0: "B", 10: "KiB", 20: "MiB", 30: "GiB", 40: "TiB", 50: "PiB"}
+    axis.set_xticks(ticks, [f"{2**(k.bit_length() - 1 - (k.bit_length() - 1) // 10 * 10)} "
+                            f"{names[(k.bit_length() - 1) // 10 * 10]}" for k in ticks])
+    axis.set_xlabel("size")
     axis.set_ylabel("busbw (GB/s)")
     axis.grid(True, which="major", alpha=0.3)
     axis.legend(fontsize="small")
@@ -96,34 +102,46 @@ _MARKERS = {"fat-tree": "o", "rail-optimized": "s", "rail-only": "^", "railx": "
 
 
 def pareto_figure(result: dict):
-    """Cost per GPU against the workload's completion time: every candidate, markers by topology, and
-    the Pareto front of each GPU count as a line."""
-    fig, axis = plt.subplots(figsize=(8, 5.5))
+    """Cost per GPU against the workload's completion time, one panel per GPU count: every candidate,
+    markers by topology, the Pareto front as a line with its designs labelled; log axes where a panel's
+    costs or times span more than 3x (one costly design would otherwise squash the rest)."""
     candidates = result["candidates"]
     front = set(result["pareto"])
-    for topology in sorted({c["topology"] for c in candidates}):
-        group = [c for c in candidates if c["topology"] == topology]
-        axis.scatter([c["time_s"] for c in group], [c["cost_per_gpu_usd"] for c in group], label=topology,
-                     marker=_MARKERS.get(topology, "o"), alpha=0.55)
-    for gpus in sorted({c["gpus"] for c in candidates}):
-        best = sorted((c for c in candidates if c["name"] in front and c["gpus"] == gpus), key=lambda c: c["time_s"])
+    counts = sorted({c["gpus"] for c in candidates}) or [0]
+    fig, axes = plt.subplots(1, len(counts), figsize=(5.2 * len(counts) + 2.2, 5.0), squeeze=False)
+    topologies = sorted({c["topology"] for c in candidates})
+    for axis, gpus in zip(axes[0], counts):
+        group = [c for c in candidates if c["gpus"] == gpus]
+        for topology in topologies:
+            mine = [c for c in group if c["topology"] == topology]
+            axis.scatter([c["time_s"] * 1e3 for c in mine], [c["cost_per_gpu_usd"] for c in mine],
+                         marker=_MARKERS.get(topology, "o"), alpha=0.6, label=topology)
+        best = sorted((c for c in group if c["name"] in front), key=lambda c: c["time_s"])
         if best:
-            axis.plot([c["time_s"] for c in best], [c["cost_per_gpu_usd"] for c in best], "-o", color="black",
-                      linewidth=1.2, markersize=11, markerfacecolor="none")
-            axis.annotate(f"{gpus:,} GPUs", (best[0]["time_s"], best[0]["cost_per_gpu_usd"]), fontsize="small",
-                          xytext=(4, 4), textcoords="offset points")
-    if candidates:
-        times = [c["time_s"] for c in candidates]
-        costs = [c["cost_per_gpu_usd"] for c in candidates]
-        if max(times) > 10 * min(times):
-            axis.set_xscale("log")
-        if max(costs) > 10 * min(costs):
+            axis.plot([c["time_s"] * 1e3 for c in best], [c["cost_per_gpu_usd"] for c in best], "-o",
+                      color="black", linewidth=1.2, markersize=11, markerfacecolor="none")
+            # numbers at the points, the designs they stand for listed in a corner (labels never collide)
+            for i, c in enumerate(best, 1):
+                axis.annotate(str(i), (c["time_s"] * 1e3, c["cost_per_gpu_usd"]), fontsize="small",
+                              fontweight="bold", xytext=(7, 5), textcoords="offset points")
+            listing = "\n".join(f"{i}  {c['topology']}, ${c['cost_per_gpu_usd']:,.0f}/GPU, {c['time_s'] * 1e3:,.1f} ms"
+                                 for i, c in enumerate(best, 1))
+            axis.text(0.02, 0.98, listing, transform=axis.transAxes, fontsize="x-small", va="top", ha="left",
+                      bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "edgecolor": "lightgrey"})
+        costs = [c["cost_per_gpu_usd"] for c in group]
+        times = [c["time_s"] for c in group]
+        if costs and max(costs) > 3 * max(min(costs), 1e-9):
             axis.set_yscale("log")
-    axis.set_xlabel("workload completion time per step (s, weighted sum of collectives)")
-    axis.set_ylabel("network cost per GPU (USD, catalog estimates)")
-    axis.set_title(f"Cost vs completion time: {result['space']} (black: Pareto front per GPU count)")
-    axis.legend(title="topology", fontsize="small")
-    fig.tight_layout()
+        if times and max(times) > 3 * max(min(times), 1e-12):
+            axis.set_xscale("log")
+        axis.set_title(f"{gpus:,} GPUs")
+        axis.set_xlabel("completion time per step (ms)")
+        axis.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("network cost per GPU (USD, catalog estimates)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="topology", fontsize="small", loc="center right")
+    fig.suptitle(f"Cost vs completion time: {result['space']} (black: the Pareto front)")
+    fig.tight_layout(rect=(0, 0, 1 - 1.6 / fig.get_figwidth(), 1))
     return fig
 
 
@@ -133,7 +151,7 @@ def cost_breakdown_figure(result: dict):
     chosen.sort(key=lambda c: (c["gpus"], c["cost_per_gpu_usd"]))
     categories = [k for k in ("switches", "nics", "transceivers", "cables", "ocs")
                   if any(c["cost_by_category_usd"].get(k, 0) for c in chosen)]
-    fig, axis = plt.subplots(figsize=(8, 1.2 + 0.55 * max(1, len(chosen))))
+    fig, axis = plt.subplots(figsize=(11, 1.6 + 0.55 * max(1, len(chosen))))
     left = np.zeros(len(chosen))
     for category in categories:
         widths = np.array([c["cost_by_category_usd"].get(category, 0) / c["gpus"] for c in chosen])
@@ -141,7 +159,7 @@ def cost_breakdown_figure(result: dict):
         left += widths
     axis.invert_yaxis()
     axis.set_xlabel("network cost per GPU (USD, catalog estimates)")
-    axis.set_title(f"Cost by category, Pareto designs: {result['space']}")
-    axis.legend(fontsize="small", loc="lower right")
+    fig.suptitle(f"Cost by category, Pareto designs: {result['space']}")
+    axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
