@@ -81,13 +81,14 @@ def test_pareto_plot_data(optimized):
 
     result = json.loads(optimized[0])
     fig = pareto_figure(result)
-    axis = fig.axes[0]
-    points = {tuple(p) for collection in axis.collections for p in collection.get_offsets().tolist()}
-    assert points == {(c["time_s"], c["cost_per_gpu_usd"]) for c in result["candidates"]}
-    front = {c["name"]: (c["time_s"], c["cost_per_gpu_usd"]) for c in result["candidates"] if c["name"] in result["pareto"]}
-    drawn = {tuple(xy) for line in axis.lines for xy in line.get_xydata().tolist()}
-    assert drawn == set(front.values())
-    assert "USD" in axis.get_ylabel() and "s" in axis.get_xlabel() and axis.get_title()
+    panels = [a for a in fig.axes if a.get_title()]   # one per GPU count, times in ms
+    assert [a.get_title() for a in panels] == [f"{g:,} GPUs" for g in sorted({c["gpus"] for c in result["candidates"]})]
+    points = {tuple(p) for axis in panels for collection in axis.collections for p in collection.get_offsets().tolist()}
+    assert points == {(c["time_s"] * 1e3, c["cost_per_gpu_usd"]) for c in result["candidates"]}
+    front = {(c["time_s"] * 1e3, c["cost_per_gpu_usd"]) for c in result["candidates"] if c["name"] in result["pareto"]}
+    drawn = {tuple(xy) for axis in panels for line in axis.lines for xy in line.get_xydata().tolist()}
+    assert drawn == front
+    assert "USD" in panels[0].get_ylabel() and "ms" in panels[0].get_xlabel()
 
 
 @pytest.mark.parametrize("edit,message", [
