@@ -90,6 +90,36 @@ def case_nccl_sweep_16k():
                      "64 MiB choice": f"{last.algorithm}/{last.protocol}", "8 B choice": result.rows[0].algorithm}
 
 
+def case_hash_a2a_16k():
+    """ecmp-hash, 8 seeds x 4 queue pairs, world all-to-all over 16,384 GPUs (benchmarks/specs/hash-a2a-16k.yaml): over a billion flows, so it must be refused, with its estimate, in under a second."""
+    from topoplan.errors import TopoplanError
+    from topoplan.pipeline import evaluate
+
+    design, catalog = _load("benchmarks/specs/hash-a2a-16k.yaml")
+    start = time.perf_counter()
+    try:
+        evaluate(design, catalog)
+        outcome = "routed"
+    except TopoplanError as err:
+        outcome = "refused: " + err.problems[0].message.split(";")[0]
+    elapsed = time.perf_counter() - start
+    return elapsed, {"outcome": outcome}, outcome.startswith("refused") and elapsed < 1.0
+
+
+def case_graphml_131k():
+    """build -o x.graphml of the 131,072-GPU fat-tree (designs/fat-tree-131k-twin-plane.yaml): refused up front with the memory estimate (it took 144 s and 9.7 GB through networkx)."""
+    from click.testing import CliRunner
+
+    from topoplan.cli import main
+
+    start = time.perf_counter()
+    result = CliRunner().invoke(main, ["build", str(ROOT / "designs/fat-tree-131k-twin-plane.yaml"), "-o",
+                                       "/tmp/topoplan-bench.graphml"])
+    elapsed = time.perf_counter() - start
+    refused = result.exit_code == 2 and "GiB of memory" in result.stderr
+    return elapsed, {"exit": result.exit_code, "refused with estimate": refused}, refused and elapsed < 20
+
+
 def case_optimal_1k():
     """optimal LP (OR-Tools PDLP), 1,024-GPU two-tier fat-tree, world all-to-all and ring allreduce; latency 0, so busbw must equal the analytic optimum, the 50 GB/s NIC rate."""
     from topoplan.pipeline import evaluate
@@ -290,6 +320,8 @@ CASES = {
     "generate-bom-railx-100k": (case_generate_bom_railx_100k, 5.0, None),
     "full-report-131k": (case_full_report_131k, 5.0, 2048),
     "nccl-sweep-16k": (case_nccl_sweep_16k, 10.0, None),
+    "hash-a2a-16k": (case_hash_a2a_16k, 60.0, None),
+    "graphml-131k": (case_graphml_131k, 20.0, 2048),
     "ecmp-railx-16k": (case_ecmp_railx_16k, 60.0, None),
     "ecmp-railx-100k": (case_ecmp_railx_100k, None, None),
     "railx-vs-generic-2k": (case_railx_vs_generic_2k, None, None),

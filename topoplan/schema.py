@@ -136,6 +136,15 @@ class Bool(Schema):
         return {"type": "boolean"}
 
 
+MAX_ID_CHARS = 100        # ids and names end up in file names (charts, emitted specs)
+MAX_TEXT_CHARS = 10_000   # descriptions and sources
+
+
+def _shown(value: str, limit: int = 60) -> str:
+    """A value echoed in an error, cut short: errors stay one readable line."""
+    return value if len(value) <= limit else value[:limit] + f"... ({len(value):,} characters)"
+
+
 @dataclass
 class Str(Schema):
     kebab: bool = False
@@ -143,11 +152,15 @@ class Str(Schema):
 
     def check(self, value, path, ctx):
         if not isinstance(value, str):
-            ctx.error(path, f"expected text, got {_type_name(value)} ({value!r})", "put the value in quotes")
+            ctx.error(path, f"expected text, got {_type_name(value)} ({_shown(repr(value))})", "put the value in quotes")
+            return MISSING
+        limit = MAX_ID_CHARS if self.kebab else MAX_TEXT_CHARS
+        if len(value) > limit:
+            ctx.error(path, f"{len(value):,} characters, more than the {limit:,} allowed here", "shorten it")
             return MISSING
         if self.kebab and not KEBAB.match(value):
             suggestion = re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")
-            ctx.error(path, f"'{value}' is not kebab-case (lowercase letters, digits and dashes)",
+            ctx.error(path, f"'{_shown(value)}' is not kebab-case (lowercase letters, digits and dashes)",
                       f"use '{suggestion}'" if suggestion else "use lowercase letters, digits and dashes")
             return MISSING
         return value

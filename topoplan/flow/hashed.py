@@ -38,11 +38,15 @@ def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
                 arc_mask: np.ndarray | None = None) -> list[Routed]:
     """One ``Routed`` per seed. The distances to each block of destinations do not depend on the seed, so
     they are computed once for all seeds (the search is most of the work)."""
-    src, dst, size = demand.pairs()
-    flows = src.size * qps
+    pairs = int((demand.src != demand.dst).sum())
+    if demand.has_a2a:
+        groups, p = demand.a2a_members.shape
+        pairs += groups * p * (p - 1)
+    flows = pairs * qps   # counted before any pair is listed: a 16k-GPU all-to-all has 268 million
     if flows > MAX_FLOWS:
         raise EngineRefused(Refusal("ecmp-hash", f"ecmp-hash would follow {flows:,} flows (more than {MAX_FLOWS:,}); "
                          "use ecmp for this workload or fewer queue pairs"))
+    src, dst, size = demand.pairs()
     n, m = topology.num_nodes, topology.num_arcs
     routed = [Routed(np.zeros(m)) for _ in seeds]
     if src.size == 0:
