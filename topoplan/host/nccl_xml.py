@@ -73,12 +73,22 @@ def read(file: str) -> HostGraph:
     bandwidths = []
     nvlinks: list[tuple[int, str, int, float]] = []  # gpu node, target busid, count, GB/s per link
     by_busid: dict[str, int] = {}
-    for index, cpu in enumerate(cpus):
-        node = graph.add("cpu", f"cpu{cpu.get('numaid', index)}", -1, None)
-        graph.attributes[node] = dict(cpu.attrib)
-        bandwidths.append(inter_cpu_GBps(cpu))
-        for pci in cpu.findall("pci"):
-            _walk(graph, pci, node, by_busid, nvlinks)
+    try:
+        for index, cpu in enumerate(cpus):
+            node = graph.add("cpu", f"cpu{cpu.get('numaid', index)}", -1, None)
+            graph.attributes[node] = dict(cpu.attrib)
+            bandwidths.append(inter_cpu_GBps(cpu))
+            for pci in cpu.findall("pci"):
+                _walk(graph, pci, node, by_busid, nvlinks)
+    except _BadValue as err:
+        raise SpecError([Problem(file, 0, "", str(err), "compare with an NCCL_TOPO_DUMP_FILE dump")]) from None
+    except (RecursionError, ValueError) as err:
+        what = "PCI elements nested too deeply" if isinstance(err, RecursionError) else f"a value NCCL never writes ({err})"
+        raise SpecError([Problem(file, 0, "", f"not an NCCL topology: {what}",
+                                 "compare with an NCCL_TOPO_DUMP_FILE dump")]) from None
+    if not graph.gpus():
+        raise SpecError([Problem(file, 0, "", "no GPU in this topology file",
+                                 "pass the NCCL_TOPO_DUMP_FILE of a GPU server")])
     graph.inter_cpu_GBps = min(bandwidths) if len(cpus) > 1 else None
     if not nvlinks and graph.gpus():
         graph.notes.append("the file lists no NVLink: on VMs NCCL cannot see NVSwitches, so GPU pairs show their "
@@ -100,6 +110,25 @@ def read(file: str) -> HostGraph:
     return graph
 
 
+class _BadValue(ValueError):
+    pass
+
+
+def _count(element: ET.Element, name: str, default: int) -> int:
+    """A whole, non-negative attribute, or ``_BadValue`` naming the element."""
+    text = element.get(name)
+    if text in (None, ""):
+        return default
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise _BadValue(f"<{element.tag} busid='{element.get('busid', '?')}'> {name}='{text[:40]}' is not a whole "
+                        "number") from None
+    if value < 0:
+        raise _BadValue(f"<{element.tag}> {name}={value} is negative")
+    return value
+
+
 def _walk(graph: HostGraph, element: ET.Element, parent: int, by_busid: dict, nvlinks: list) -> None:
     kind = _pci_kind(element)
     busid = element.get("busid", "?")
@@ -111,19 +140,21 @@ def _walk(graph: HostGraph, element: ET.Element, parent: int, by_busid: dict, nv
             label = nets[0].get("name", busid)
     node = graph.add("pci" if kind == "nvswitch" else kind, label, parent, up)
     graph.attributes[node] = dict(element.attrib)
+    if busid.lower() in by_busid and busid != "?":
+        graph.notes.append(f"bus id {busid} appears twice in the file; NVLinks to it go to the last one")
     by_busid[busid.lower()] = node
     if kind == "nic":
         nets = element.findall("nic/net")
-        speeds = [int(n.get("speed", "0") or 0) for n in nets]
+        speeds = [_count(n, "speed", 0) for n in nets]
         total = sum(s if s > 0 else 10000 for s in speeds)
         if nets:
             graph.nic_GBps[node] = total / 8000
     if kind == "gpu":
         gpu = element.find("gpu")
         if gpu is not None:
-            sm = int(gpu.get("sm", "0") or 0)
+            sm = _count(gpu, "sm", 0)
             per_link = _NVLINK_PER_LINK.get(sm // 10, 20.0)
             for link in gpu.findall("nvlink"):
-                nvlinks.append((node, link.get("target", "").lower(), int(link.get("count", "1") or 1), per_link))
+                nvlinks.append((node, link.get("target", "").lower(), _count(link, "count", 1), per_link))
     for child in element.findall("pci"):
         _walk(graph, child, node, by_busid, nvlinks)
