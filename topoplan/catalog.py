@@ -352,6 +352,13 @@ def _cross_check(catalog: Catalog, problems: list) -> None:
             problems.append(Problem(file, int(line), f"servers[{sid}].gpu_nics",
                                     f"only {len(set(server.gpu_nics))} of the {server.nics} NICs serve a GPU",
                                     "every compute NIC must serve at least one GPU"))
+        if server.nvls:
+            from .flow.nccl import NVLS_EFFICIENCY, gpu_arch
+
+            if gpu_arch(server.gpu) not in NVLS_EFFICIENCY:
+                problems.append(Problem(file, int(line), f"servers[{sid}].nvls",
+                                        f"NVLS needs a Hopper or newer GPU; '{server.gpu}' is not one NCCL runs "
+                                        "NVLS on", "remove nvls: true, or name the GPU model (H100, B200, ...)"))
         host = server.host
         if host:
             for index, switch in enumerate(host["switches"]):

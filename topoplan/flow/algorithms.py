@@ -117,7 +117,7 @@ def ring_plan(topology, members, op: str, S: float, label: str = "ring") -> list
     members, g, m = by_server(topology, members)
     p = members.shape[1]
     rings = channel_rings(members, g if m > 1 else 1)
-    demand = merge(ring_demand(ring, RING_SHARE[op](p) * S / len(rings)) for ring in rings)
+    demand = merge(ring_demand(ring, RING_SHARE[op](p) * S / len(rings)) for ring in rings).aggregated()
     steps, inter = ring_steps(op, p, m)
     what = f"{label} on {len(rings)} channels" if len(rings) > 1 else label
     return [Phase(what, demand, steps - inter, inter)]
@@ -149,7 +149,7 @@ def tree_allreduce(topology, design, collective, members, S):
         if m > 1:
             parts += [tree_demand(chain[:, :, 0], share), tree_demand(chain[:, :, 0], share, mirror=True)]
     levels = math.floor(math.log2(m)) if m > 1 else 0
-    return [Phase(f"double binary tree on {channels} channels, reduce + broadcast pipelined", merge(parts),
+    return [Phase(f"double binary tree on {channels} channels, reduce + broadcast pipelined", merge(parts).aggregated(),
                   2 * (g - 1), 2 * levels)]
 
 
@@ -356,7 +356,7 @@ def chain_rooted(topology, design, collective, members, S):
     members, g, m = by_server(topology, members)
     chains = channel_rings(members, g if m > 1 else 1)
     reverse = collective.op == "reduce"
-    demand = merge(chain_demand(chain, S / len(chains), reverse=reverse) for chain in chains)
+    demand = merge(chain_demand(chain, S / len(chains), reverse=reverse) for chain in chains).aggregated()
     p = members.shape[1]
     label = "pipelined chain" + (f" on {len(chains)} channels" if len(chains) > 1 else "")
     steps, inter = ring_steps(collective.op, p, m if m > 1 else 0)

@@ -46,6 +46,7 @@ class ClosIndex:
     spines_in_pod: np.ndarray  # per pod key (plane * pods + pod)
     pods: int
     isolated_pods: bool       # no core: leaves of different pods cannot reach each other
+    arcs_of: dict = None      # category -> its arc ids (route() fills loads category by category)
 
 
 def _index(topology: Topology) -> ClosIndex | str:
@@ -95,8 +96,10 @@ def _index(topology: Topology) -> ClosIndex | str:
     spines = np.flatnonzero((kind == KIND["switch"]) & (tier == 1))
     spines_in_pod = np.bincount(topology.plane[spines] * pods + topology.pod[spines], minlength=planes * pods)
     isolated = pods > 1 and not (category == SPINE_UP).any()
+    arcs_of = {c: np.flatnonzero(category == c) for c in (NVL_UP, NVL_DOWN, PCIE_UP, PCIE_DOWN, NIC_UP, NIC_DOWN,
+                                                          LEAF_UP, LEAF_DOWN, SPINE_UP, SPINE_DOWN)}
     return ClosIndex(planes, category, nic_of_gpu, nvlink, leaf_of_nic, up_arcs, down_arcs, spines_in_pod, pods,
-                     isolated)
+                     isolated, arcs_of)
 
 
 _CACHE: dict = {}
@@ -133,25 +136,25 @@ def route(topology: Topology, demand: Demand) -> Routed:
         pairs, lost = _add_all_to_all(topology, ix, demand.a2a_members, demand.a2a_bytes, agg, pod_out, pod_in)
         lost_pairs, lost_bytes = lost_pairs + pairs, lost_bytes + lost
 
-    cat, s, d = ix.category, topology.src, topology.dst
+    arcs_of, s, d = ix.arcs_of, topology.src, topology.dst
     load = np.zeros(topology.num_arcs)
     pairs = ((NVL_UP, agg["nvl_up"], s), (NVL_DOWN, agg["nvl_down"], d), (PCIE_UP, agg["pcie_up"], s),
              (PCIE_DOWN, agg["pcie_down"], d))
     for category, values, end in pairs:
-        arcs = cat == category
+        arcs = arcs_of[category]
         load[arcs] = values[end[arcs]]
-    arcs = cat == NIC_UP
+    arcs = arcs_of[NIC_UP]
     load[arcs] = agg["nic_out"][s[arcs]] / ix.planes
-    arcs = cat == NIC_DOWN
+    arcs = arcs_of[NIC_DOWN]
     load[arcs] = agg["nic_in"][d[arcs]] / ix.planes
-    arcs = cat == LEAF_UP
+    arcs = arcs_of[LEAF_UP]
     load[arcs] = agg["leaf_out"][s[arcs]] / ix.up_arcs[s[arcs]]
-    arcs = cat == LEAF_DOWN
+    arcs = arcs_of[LEAF_DOWN]
     load[arcs] = agg["leaf_in"][d[arcs]] / ix.down_arcs[d[arcs]]
     pod_key = topology.plane * ix.pods + topology.pod
-    arcs = cat == SPINE_UP
+    arcs = arcs_of[SPINE_UP]
     load[arcs] = pod_out[pod_key[s[arcs]]] / ix.spines_in_pod[pod_key[s[arcs]]] / ix.up_arcs[s[arcs]]
-    arcs = cat == SPINE_DOWN
+    arcs = arcs_of[SPINE_DOWN]
     load[arcs] = pod_in[pod_key[d[arcs]]] / ix.spines_in_pod[pod_key[d[arcs]]] / ix.down_arcs[d[arcs]]
     return Routed(load, unreachable_pairs=lost_pairs, unreachable_bytes=lost_bytes)
 

@@ -282,6 +282,20 @@ class CollectiveResult:
         return sum(p.unreachable_pairs for p in self.phases)
 
 
+_INJECTION: dict = {}
+
+
+def _injection_arcs(topology: Topology) -> np.ndarray:
+    """Network arcs at a NIC or chip (the injection links utilization is referred to), cached per topology."""
+    cached = _INJECTION.get(id(topology))
+    if cached is None or cached[0] is not topology:
+        endpoint = (np.isin(topology.kind[topology.src], (KIND["nic"], KIND["gpu"])) |
+                    np.isin(topology.kind[topology.dst], (KIND["nic"], KIND["gpu"])))
+        _INJECTION.clear()
+        _INJECTION[id(topology)] = cached = (topology, endpoint & (topology.link_tier != LINK_TIER["host"]))
+    return cached[1]
+
+
 def phase_result(topology: Topology, classes: np.ndarray, load: np.ndarray, label: str, intra_steps: int,
                  inter_steps: int, unreachable: int = 0, capacity_gbps: np.ndarray | None = None) -> PhaseResult:
     capacity = topology.capacity_gbps if capacity_gbps is None else capacity_gbps
@@ -290,9 +304,7 @@ def phase_result(topology: Topology, classes: np.ndarray, load: np.ndarray, labe
     if not used.any():
         return PhaseResult(label, intra_steps, inter_steps, None if unreachable else 0.0, 0.0, 0.0, "none", {},
                            unreachable)
-    endpoint = (np.isin(topology.kind[topology.src], (KIND["nic"], KIND["gpu"])) |
-                np.isin(topology.kind[topology.dst], (KIND["nic"], KIND["gpu"])))
-    injection = used & endpoint & (topology.link_tier != LINK_TIER["host"])
+    injection = used & _injection_arcs(topology)
     reference = seconds[injection].max() if injection.any() else seconds.max()
     utilization = seconds / reference
     worst = int(np.argmax(seconds))
@@ -308,8 +320,7 @@ def phase_result(topology: Topology, classes: np.ndarray, load: np.ndarray, labe
 
 
 def shape_of(plan: CollectivePlan, timing: Timing) -> nccl.GroupShape:
-    channels = timing.channels if plan.servers > 1 else max(2, timing.channels)
-    return nccl.GroupShape(plan.group_size, plan.servers, timing.intra, channels, timing.arch)
+    return nccl.GroupShape(plan.group_size, plan.servers, timing.intra, timing.channels, timing.arch)
 
 
 def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Timing(), engine: str = "ecmp",

@@ -57,6 +57,18 @@ class Demand:
         keep = (src != dst) & (size > 0)
         return src[keep], dst[keep], size[keep]
 
+    def aggregated(self) -> "Demand":
+        """The same traffic with each (source, destination) pair listed once, bytes summed: channel rings
+        repeat most of their pairs (every rotation of a server's ranks has the same neighbours)."""
+        if self.src.size < 2:
+            return self
+        key = self.src * (int(max(self.src.max(), self.dst.max())) + 1) + self.dst
+        unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        if unique.size == key.size:
+            return self
+        return Demand(self.src[first], self.dst[first], np.bincount(inverse, weights=self.bytes),
+                      self.a2a_members, self.a2a_bytes)
+
     def scaled(self, factor: float) -> "Demand":
         return Demand(self.src, self.dst, self.bytes * factor, self.a2a_members, self.a2a_bytes * factor)
 
