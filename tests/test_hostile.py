@@ -28,6 +28,8 @@ def test_hostile_input(case, tmp_path, monkeypatch):
     assert "Traceback" not in output and "internal error" not in output, output[-2000:]
     if "says" in case:
         assert case["says"] in result.stderr, result.stderr[-2000:]
+    if "prints" in case:
+        assert case["prints"] in result.stdout, result.stdout[-2000:]
     assert sorted(p.name for p in HOSTILE.iterdir()) == before          # nothing written beside the inputs
     assert sorted(p.name for p in tmp_path.iterdir()) == case.get("writes", [])
 

@@ -9,7 +9,7 @@ import) has the empty ``Layout()``: no family, nothing relays but switches and h
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 # node kinds that forward other nodes' traffic on switched fabrics: every kind but the GPU
 SWITCHED_RELAY_KINDS = ("nic", "switch", "ocs", "cpu", "pcie_switch", "nvswitch")

@@ -18,6 +18,8 @@ For small and medium fabrics (the LP has commodities x fabric arcs variables); l
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..errors import EngineRefused, Refusal
@@ -25,6 +27,9 @@ from ..topology import KIND, Topology
 from . import clos
 from .engine import Routed
 from .traffic import Demand
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 MAX_VARIABLES = 3_000_000
 _PDLP_PARAMETERS = ("termination_criteria { simple_optimality_criteria { eps_optimal_absolute: 1e-10 "

@@ -132,7 +132,10 @@ def _count(element: ET.Element, name: str, default: int) -> int:
 def _walk(graph: HostGraph, element: ET.Element, parent: int, by_busid: dict, nvlinks: list) -> None:
     kind = _pci_kind(element)
     busid = element.get("busid", "?")
-    up = pci_GBps(element.get("link_speed"), element.get("link_width"))
+    width = element.get("link_width")
+    if width and not width.strip().isdigit():
+        graph.notes.append(f"bus id {busid}: link_width '{width[:20]}' is not a number; counted as x16, as NCCL does")
+    up = pci_GBps(element.get("link_speed"), width)
     label = busid
     if kind == "nic":
         nets = element.findall("nic/net")
