@@ -169,3 +169,21 @@ def test_fit_needs_one_log(in_root, tmp_path):
     result = CliRunner().invoke(main, ["nccl", "designs/fat-tree-1k.yaml", "--fit", str(tmp_path / "x.yaml")])
     assert result.exit_code == 2 and "--fit needs exactly one --measured log" in result.stderr
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_unchecked_and_nan_values_in_a_log_stay_out_of_the_error(in_root, tmp_path):
+    """A row whose busbw is N/A or nan is kept, shown as no measurement, and left out of the summary; the
+    JSON stays valid JSON."""
+    log = tmp_path / "log.txt"
+    header = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+    log.write_text(header + "     1048576        262144     float     sum      -1    100.0   10.49     nan      0    100.0   10.49   18.35      0\n"
+                   "     2097152        524288     float     sum      -1    150.0   13.98   24.47      0    150.0   13.98   24.47      0\n")
+    result = CliRunner().invoke(main, ["nccl", "designs/fat-tree-1k.yaml", "--group", "tp", "--measured", str(log),
+                                       "--format", "json"])
+    assert result.exit_code == 0, result.output
+    def no_constants(token):
+        raise AssertionError(f"{token} is not JSON")
+
+    data = json.loads(result.stdout, parse_constant=no_constants)
+    assert data["rows"][0]["measured_busbw_GBps"] is None and data["rows"][0]["error"] is None
+    assert data["summary"]["sizes"] == 1

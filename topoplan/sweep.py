@@ -9,6 +9,7 @@ puts measured beside predicted. Nothing here prints.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,8 @@ class SweepRow:
     @property
     def error(self) -> float | None:
         """(predicted - measured) / measured busbw."""
-        if self.measured_busbw_GBps is None or self.busbw_GBps is None or self.measured_busbw_GBps <= 0:
+        measured = self.measured_busbw_GBps
+        if measured is None or self.busbw_GBps is None or not math.isfinite(measured) or measured <= 0:
             return None
         return (self.busbw_GBps - self.measured_busbw_GBps) / self.measured_busbw_GBps
 
@@ -73,10 +75,9 @@ class Sweep:
         return {"from_bytes": from_bytes, "sizes": len(errors), "median_abs_error": statistics.median(errors),
                 "worst_abs_error": max(errors)}
 
-
     def to_json(self) -> dict:
         def num(x):
-            return None if x is None else float(f"{x:.6g}")
+            return None if x is None or not math.isfinite(x) else float(f"{x:.6g}")
 
         rows = []
         for r in self.rows:
@@ -84,7 +85,7 @@ class Sweep:
                    "time_us": num(r.time_us), "algbw_GBps": num(r.algbw_GBps), "busbw_GBps": num(r.busbw_GBps),
                    "algorithm": r.algorithm, "protocol": r.protocol}
             if self.log:
-                row.update({"measured_busbw_GBps": r.measured_busbw_GBps, "error": num(r.error),
+                row.update({"measured_busbw_GBps": num(r.measured_busbw_GBps), "error": num(r.error),
                             "log_line": r.measured_line})
             rows.append(row)
         summary = self.summary()
