@@ -102,11 +102,11 @@ def _text(r: dict, markdown: bool) -> str:
 
     if r["collectives"]:
         out += _heading("Collectives", markdown)
-        rows = [(x["name"], x["op"], x["algorithm"], count(x["group_size"]), count(x["groups"]),
+        rows = [(x["name"], x["op"], _choice(x), count(x["group_size"]), count(x["groups"]),
                  _size(x["size_bytes"]), _fixed(x["time_s"], 1e3, 3), _fixed(x["algbw_GBps"]),
                  _fixed(x["busbw_GBps"]), f"{x['max_link_utilization']:.3f}", x["bottleneck"])
                 for x in r["collectives"]]
-        out += table(["Name", "Op", "Algorithm", "Ranks", "Groups", "Size", "Time ms", "algbw GB/s",
+        out += table(["Name", "Op", "Algorithm/protocol", "Ranks", "Groups", "Size", "Time ms", "algbw GB/s",
                       "busbw GB/s", "Max util", "Bottleneck"], rows, markdown, right=(3, 4, 5, 6, 7, 8, 9))
         out.append("")
         tiers = [t for t in ("nvlink", "pcie", "leaf", "spine", "core", "ocs")
@@ -128,6 +128,12 @@ def _text(r: dict, markdown: bool) -> str:
     if r["warnings"]:
         out += [""] + _heading("Warnings", markdown) + [f"- {w}" for w in r["warnings"]]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _choice(collective: dict) -> str:
+    """What ran: ``ring/Simple``, marked ``(auto)`` when NCCL's tuner picked it."""
+    text = f"{collective['algorithm']}/{collective['protocol']}"
+    return text + " (auto)" if collective.get("algorithm_requested") == "auto" else text
 
 
 def _per_gbps(cost: dict) -> str:
