@@ -452,14 +452,12 @@ def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, f
     from .nccltests import read_log
     from .report.writers import render_sweep
     from .spec import PARALLEL_GROUPS, load_design
-    from .sweep import against_log, op_name, sizes_from, sweep
+    from .sweep import TEST_NAMES, against_log, op_name, sizes_from, sweep
 
     op = op_name(op_text)
     problems = []
     if op is None:
-        problems.append(Problem("--op", 0, "", f"unknown collective '{op_text}'",
-                                did_you_mean(op_text, ["all_reduce", "all_gather", "reduce_scatter", "alltoall",
-                                                       "broadcast", "reduce", "sendrecv"])))
+        problems.append(Problem("--op", 0, "", f"unknown collective '{op_text}'", did_you_mean(op_text, TEST_NAMES)))
     elif algorithm not in FOR_OP[op]:
         problems.append(Problem("--algorithm", 0, "", f"{op} has no '{algorithm}' algorithm",
                                 "use one of: " + ", ".join(FOR_OP[op])))

@@ -18,14 +18,13 @@ from .catalog import Catalog
 from .errors import Problem, SpecError
 from .flow.algorithms import FOR_OP, applicable, plan_collective
 from .flow.metrics import CollectiveResult, evaluate_collective, timing_for
-from .nccltests import NcclLog
+from .nccltests import BINARIES, NcclLog
 from .spec import Collective, Design
 
 TYPE_BYTES = 4  # nccl-tests' default type, float
 MAX_SIZES = 64
-# nccl-tests binary names of topoplan's ops
-TEST_NAMES = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
-              "alltoall": "alltoall", "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "sendrecv"}
+# nccl-tests' names of topoplan's ops (all_reduce, ...), from the one table of binaries
+TEST_NAMES = {binary.removesuffix("_perf"): op for binary, op in BINARIES.items()}
 REDOP = {"allreduce": "sum", "reducescatter": "sum", "reduce": "sum", "sendrecv": "sum"}
 ROOTED = ("broadcast", "reduce")
 ERROR_FROM_BYTES = 2**20   # the summary's errors cover sizes from 1 MiB up
