@@ -4,8 +4,10 @@ bound, files that never end, designs added since a baseline."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -216,3 +218,143 @@ def test_an_id_reused_across_sections_is_refused(tmp_path):
                      "source: test}\n")
     code, stderr, _ = _run(["catalog", "list", "--catalog", str(extra)])
     assert code == 2 and "is already a switch" in stderr and stderr.startswith(f"{extra}:2:")
+
+
+# --- bounded work of the per-destination search, and progress (issue 13, item 4) ---------------------
+
+def _naive_railx(make_design, catalog, side=5, dp=True):
+    from topoplan.pipeline import build
+
+    gpus = side * side * 8
+    workload = {"parallelism": {"dp": gpus},
+                "collectives": [{"name": "grad-sync", "op": "allreduce", "group": "dp", "size": "1GiB"}]}
+    design = make_design(cluster={"server": "railx-node-8", "gpus": gpus},
+                         fabric={"topology": "railx", "switch": None,
+                                 "railx": {"columns": side, "rows": side, "ring_assignment": "naive",
+                                           "ocs": "calient-s320"}},
+                         workload=workload if dp else None)
+    return design, build(design, catalog)[0]
+
+
+@pytest.mark.parametrize("fabric", ["fat-tree-3tier", "railx-5x5-naive", "rail-optimized"])
+def test_the_probe_search_sees_as_many_levels_as_any_destination(fabric):
+    """``search_levels`` probes one GPU and takes it for all: on every test fabric the full search towards
+    every GPU at once meets no more distinct distances than the probe."""
+    from test_engine_invariants import fabric_topology
+
+    from topoplan.flow import ecmp
+
+    topology = fabric_topology(fabric)
+    graph = ecmp.routing_graph(topology)
+    every = max(len(ecmp.distances_to(graph, np.array([g]))[2]) for g in topology.gpus.tolist())
+    assert ecmp.search_levels(topology) == every > 2
+
+
+def test_the_generic_search_refuses_past_its_limit_before_any_work(make_design, catalog, monkeypatch):
+    from topoplan.errors import EngineRefused
+    from topoplan.flow import ecmp, hashed
+    from topoplan.flow.traffic import Demand
+
+    _design, topology = _naive_railx(make_design, catalog)
+    gpus = topology.gpus
+    demand = Demand(gpus, np.roll(gpus, 1), 1e9)
+    levels = ecmp.search_levels(topology)
+    ops = (2 * levels + 2) * topology.num_arcs * gpus.size
+    assert ecmp.search_ops(topology, gpus.size) == ops
+    monkeypatch.setattr(ecmp, "MAX_SEARCH_OPS", ops)
+    assert ecmp.route(topology, demand).load.sum() > 0                 # at the limit: routed
+    monkeypatch.setattr(ecmp, "MAX_SEARCH_OPS", ops - 1)
+    calls = []
+    monkeypatch.setattr(ecmp, "distances_to", lambda *a: calls.append(a))   # the search must not start
+    monkeypatch.setattr(ecmp, "search_levels", lambda *a: levels)
+    monkeypatch.setattr(hashed, "distances_to", lambda *a: calls.append(a))
+    with pytest.raises(EngineRefused, match=re.escape(f"about {ops:.2g} multiply-adds")):
+        ecmp.route(topology, demand)
+    monkeypatch.setattr(ecmp, "MAX_SEARCH_OPS", levels * topology.num_arcs * gpus.size - 1)
+    with pytest.raises(EngineRefused, match="the ecmp-hash engine would search"):
+        hashed.route(topology, demand)
+    assert calls == []
+
+
+def test_the_workload_is_refused_whole_before_its_first_phase(make_design, catalog, monkeypatch):
+    """The limit applies to the sum of every phase: a workload whose phases are each within it but whose
+    sum is not is refused before any is routed, and the design is infeasible, exit 2 on the CLI."""
+    from topoplan.errors import EngineRefused, InfeasibleDesign
+    from topoplan.flow import ecmp
+    from topoplan.flow.algorithms import plan_workload
+    from topoplan.flow.metrics import evaluate_workload, routing_work
+    from topoplan.pipeline import evaluate
+
+    design, topology = _naive_railx(make_design, catalog)
+    work = routing_work(topology, plan_workload(topology, design))
+    assert work.engine == "ecmp" and work.routes >= 2
+    largest = max(ecmp.search_ops(topology, p.demand.destinations().size)
+                  for plans in plan_workload(topology, design) for plan in plans for p in plan.phases)
+    assert largest < work.search_ops
+    monkeypatch.setattr(ecmp, "MAX_SEARCH_OPS", largest)
+
+    class Recorder:
+        def start(self, work):
+            raise AssertionError("started past the limit")
+
+    with pytest.raises(EngineRefused):
+        evaluate_workload(topology, design, catalog, progress=Recorder())
+    with pytest.raises(InfeasibleDesign, match="routing: the ecmp engine would search"):
+        evaluate(design, catalog)
+
+
+def test_progress_hears_of_every_routing_call(make_design, catalog):
+    from topoplan.flow.metrics import evaluate_workload
+
+    design, topology = _naive_railx(make_design, catalog)
+    heard = []
+
+    class Recorder:
+        def start(self, work):
+            heard.append(("start", work.routes, work.engine))
+
+        def step(self, label):
+            heard.append(label)
+
+    results = evaluate_workload(topology, design, catalog, progress=Recorder())
+    assert heard[0][0] == "start" and heard[0][2] == "ecmp"
+    assert len(heard) - 1 == heard[0][1] == sum(len(r.plan.phases) for c in results for r in c.choices)
+    assert all(label.startswith("grad-sync: ") for label in heard[1:])
+
+
+def test_routing_progress_prints_an_estimate_and_the_time_left(monkeypatch, capsys):
+    """Quiet for a short run; for a long one the estimate first, then lines at most every 5 s with the
+    phases done and the time left from the pace so far (a fake clock: 10 s a phase)."""
+    import time
+
+    from topoplan.cli import RoutingProgress
+    from topoplan.flow.metrics import RoutingWork
+
+    clock = iter(range(0, 1000, 10))
+    monkeypatch.setattr(time, "monotonic", lambda: float(next(clock)))
+    progress = RoutingProgress("report")
+    progress.start(RoutingWork("ecmp", 4, 10**12))
+    for phase in range(4):
+        progress.step(f"phase {phase}")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "topoplan report: 4 phase(s) to route on ecmp: about 1e+12 multiply-adds, about 33.3 min"
+    assert lines[1:] == ["topoplan report: routed 1/4 phases (phase 0), about 30 s left",
+                         "topoplan report: routed 2/4 phases (phase 1), about 20 s left",
+                         "topoplan report: routed 3/4 phases (phase 2), about 10 s left"]
+    quick = RoutingProgress("report")
+    clock = iter([0.0, 0.5, 1.0])
+    quick.start(RoutingWork("clos", 2, 0))
+    quick.step("a")
+    quick.step("b")
+    assert capsys.readouterr().err == ""
+
+
+def test_the_permutation_is_skipped_with_a_note_past_its_search_budget(make_design, catalog, monkeypatch):
+    from topoplan import pipeline
+
+    design, _topology = _naive_railx(make_design, catalog, dp=False)
+    assert pipeline.evaluate(design, catalog).bisection.permutation_gbps_per_gpu > 0
+    monkeypatch.setattr(pipeline, "MAX_PERMUTATION_SEARCH_OPS", 1000)
+    cut = pipeline.evaluate(design, catalog).bisection
+    assert cut.permutation_gbps_per_gpu is None
+    assert cut.permutation_note.startswith("not computed: the ecmp engine would search about")

@@ -149,11 +149,43 @@ def _catalog(files):
     return catalog
 
 
-def _evaluate(spec: str, catalog):
+class RoutingProgress:
+    """Progress of the routing on stderr (``flow.metrics.evaluate_workload`` calls ``start`` and ``step``):
+    the estimate first when it says the run is long, then, while it runs, a line at most every
+    ``every_s`` seconds with the phases routed and the time left. A run of a few seconds prints nothing."""
+
+    def __init__(self, command: str, every_s: float = 5.0, long_s: float = 10.0):
+        self.command, self.every_s, self.long_s = command, every_s, long_s
+        self.total = self.done = 0
+        self.started = self.last = 0.0
+
+    def start(self, work) -> None:
+        import time
+
+        self.total, self.done = work.routes, 0
+        self.started = self.last = time.monotonic()
+        if work.minutes * 60 >= self.long_s:
+            click.echo(f"topoplan {self.command}: {work.routes} phase(s) to route on {work.engine}: about "
+                       f"{work.search_ops:.2g} multiply-adds, about {work.minutes:,.1f} min", err=True)
+
+    def step(self, label: str) -> None:
+        import time
+
+        self.done += 1
+        now = time.monotonic()
+        if now - self.last < self.every_s or self.done >= self.total:
+            return
+        self.last = now
+        left_s = (now - self.started) / self.done * (self.total - self.done)
+        click.echo(f"topoplan {self.command}: routed {self.done}/{self.total} phases ({label}), "
+                   f"about {left_s:,.0f} s left", err=True)
+
+
+def _evaluate(spec: str, catalog, command: str = "report"):
     from .pipeline import evaluate
     from .spec import load_design
 
-    return evaluate(load_design(spec, catalog), catalog)
+    return evaluate(load_design(spec, catalog), catalog, progress=RoutingProgress(command))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -194,7 +226,7 @@ def validate(specs, catalog_files):
     problems = []
     for spec in specs:
         try:
-            evaluation = _evaluate(spec, catalog)
+            evaluation = _evaluate(spec, catalog, "validate")
         except TopoplanError as err:
             problems.extend(err.problems)
             continue
@@ -227,8 +259,11 @@ def build(spec, output, catalog_files):
     if extension not in (".graphml", ".gexf", ".json"):
         raise SpecError([Problem(output, 0, "", f"unknown output format '{extension or output}'",
                                  "use a file name ending in .graphml, .gexf or .json")])
+    from .pipeline import build as build_topology
+    from .spec import load_design
+
     catalog = _catalog(catalog_files)
-    topology = _evaluate(spec, catalog).topology
+    topology, _bom = build_topology(load_design(spec, catalog), catalog)  # no routing: only the graph is written
     if extension == ".json":
         data = json.dumps(topology.to_json_dict(), separators=(",", ":")).encode()
     else:
@@ -318,14 +353,14 @@ def check(specs, baseline, max_regression, catalog_files):
     from .targets import check_targets
 
     catalog = _catalog(catalog_files)
-    evaluations = [(spec, _evaluate(spec, catalog)) for spec in specs]
+    evaluations = [(spec, _evaluate(spec, catalog, "check")) for spec in specs]
     from .review import MissingAtRef
 
     baselines = {}
     if baseline:
         for spec, _evaluation in evaluations:
             try:
-                baselines[spec] = build_report(_evaluate_source(f"{baseline}:./{os.path.relpath(spec)}", catalog)[1])
+                baselines[spec] = build_report(_evaluate_source(f"{baseline}:./{os.path.relpath(spec)}", catalog, "check")[1])
             except MissingAtRef:
                 baselines[spec] = None  # a design added since the baseline: its own targets only
     missed = 0
@@ -356,14 +391,14 @@ def check(specs, baseline, max_regression, catalog_files):
         sys.exit(EXIT_TARGET_MISSED)
 
 
-def _evaluate_source(source: str, catalog):
+def _evaluate_source(source: str, catalog, command: str = "compare"):
     """(spec data, evaluation) of a spec file or a REF:path git reference."""
     from .pipeline import evaluate
     from .review import read_spec_source
     from .spec import design_from_data
 
     data, lines, label = read_spec_source(source)
-    return data, evaluate(design_from_data(data, catalog, label, lines), catalog)
+    return data, evaluate(design_from_data(data, catalog, label, lines), catalog, progress=RoutingProgress(command))
 
 
 @main.command()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from .catalog import Catalog
 from .cost import Bom, bill_of_materials
 from .errors import EngineRefused
-from .flow import RouteRequest, select_engine
+from .flow import RouteRequest, ecmp, select_engine
 from .flow.bisection import Bisection, bisection, permutation_throughput
 from .flow.metrics import evaluate_workload
 from .generators import generate
@@ -18,8 +18,9 @@ from .spec import Design
 from .topology import Topology
 
 
-# beyond this, a random permutation under the generic ECMP engine takes minutes; the report says so
-MAX_GENERIC_PERMUTATION_GPUS = 16_384
+# the random permutation is one extra figure of the report: under the engines that search per destination it
+# is skipped past this many multiply-adds (about a minute), with a note, rather than slow every report
+MAX_PERMUTATION_SEARCH_OPS = 30_000_000_000
 
 
 @dataclass
@@ -38,23 +39,25 @@ def build(design: Design, catalog: Catalog) -> tuple[Topology, Bom]:
 
 
 def evaluate(design: Design, catalog: Catalog, latency_scale: float = 1.0,
-             built: tuple[Topology, Bom] | None = None) -> Evaluation:
+             built: tuple[Topology, Bom] | None = None, progress=None) -> Evaluation:
     """Every stage for one design. ``latency_scale`` scales per-step latencies (0 for bandwidth only);
-    ``built`` reuses the result of ``build`` (the optimizer prunes on it before routing)."""
+    ``built`` reuses the result of ``build`` (the optimizer prunes on it before routing); ``progress``
+    (optional) follows the routing (``flow.metrics.evaluate_workload``)."""
     topology, bom = built or build(design, catalog)
     cut = bisection(topology)
     engine = "optimal" if design.routing.engine == "optimal" else "ecmp"
     try:
-        if not select_engine(topology, RouteRequest(engine)).per_destination or \
-                design.gpus <= MAX_GENERIC_PERMUTATION_GPUS:
+        chosen = select_engine(topology, RouteRequest(engine))
+        ops = ecmp.search_ops(topology, topology.gpus.size) if chosen.per_destination else 0
+        if ops <= MAX_PERMUTATION_SEARCH_OPS:
             cut.permutation_gbps_per_gpu = permutation_throughput(topology, engine)
             if cut.permutation_gbps_per_gpu is None:
                 cut.permutation_note = "some pairs of the permutation are unreachable"
         else:
-            cut.permutation_note = (f"not computed: the generic ECMP engine beyond {MAX_GENERIC_PERMUTATION_GPUS:,} "
-                                    "GPUs takes minutes")
-        collectives = evaluate_workload(topology, design, catalog, latency_scale)
+            cut.permutation_note = (f"not computed: the {chosen.name} engine would search about {ops:.1g} "
+                                    f"multiply-adds (about {ops / ecmp.MEASURED_OPS_PER_S / 60:,.0f} min)")
+        collectives = evaluate_workload(topology, design, catalog, latency_scale, progress=progress)
     except EngineRefused as err:
-        raise design.infeasible("routing", str(err), "use routing: ecmp, which scales to any size") from None
+        hint = "use routing: ecmp, which scales to any size" if err.refusal.engine == "optimal" else ""
+        raise design.infeasible("routing", str(err), hint) from None
     return Evaluation(design, topology, bom, cut, collectives)
-

@@ -27,12 +27,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EngineRefused, Refusal
 from ..topology import KIND, Topology
 from .engine import Routed
 from .traffic import Demand
 
 # dense working set per destination block: about 6 matrices of N x B float64/float32/int32
 _BLOCK_BUDGET_BYTES = 320 * 2**20
+
+# The search both ECMP engines run (this one and ``ecmp-hash``) costs about ``search_ops`` multiply-adds;
+# past this many (several minutes at the rate ``benchmarks/`` measures, docs/performance.md) they refuse
+# before starting, with the estimate. The closed forms (``clos``, ``railx``) have no such cost.
+MAX_SEARCH_OPS = 200_000_000_000
+MEASURED_OPS_PER_S = 5e8  # multiply-adds per second on the benchmark machine (docs/performance.md)
 
 
 def relays(topology: Topology) -> np.ndarray:
@@ -113,6 +120,41 @@ def distances_to(graph: RoutingGraph, targets: np.ndarray):
     return dist, outdeg, levels
 
 
+def search_levels(topology: Topology, arc_mask: np.ndarray | None = None) -> int:
+    """The number of distinct distances a search meets: one probe search towards one GPU (a fraction of
+    one block's work), taken as every destination's (the fabrics topoplan builds are symmetric)."""
+    key = (id(topology), None if arc_mask is None else hash(np.asarray(arc_mask, dtype=bool).tobytes()))
+    if _LEVELS.get("key") != key or _LEVELS.get("topology") is not topology:
+        probe = topology.gpus[:1]
+        levels = [0] if probe.size == 0 else distances_to(routing_graph(topology, arc_mask), probe)[2]
+        _LEVELS.update(key=key, topology=topology, levels=len(levels))
+    return _LEVELS["levels"]
+
+
+_LEVELS: dict = {}  # the last topology probed (the pipeline routes many phases over one topology)
+
+
+def search_ops(topology: Topology, destinations: int, arc_mask: np.ndarray | None = None,
+               push: bool = True) -> int:
+    """Multiply-adds of routing to ``destinations`` destinations: ``(2 * levels + 2) * arcs * destinations``
+    with the flow pushed back along the distances (module docstring), ``levels * arcs * destinations`` for
+    the distances alone (``ecmp-hash``), ``levels`` from ``search_levels``."""
+    levels = search_levels(topology, arc_mask)
+    arcs = topology.num_arcs if arc_mask is None else int(np.count_nonzero(arc_mask))
+    return (2 * levels + 2 if push else levels) * arcs * destinations
+
+
+def too_much_search(engine: str, ops: int) -> Refusal | None:
+    """The refusal of a search of ``ops`` multiply-adds past ``MAX_SEARCH_OPS`` (None: within it)."""
+    if ops <= MAX_SEARCH_OPS:
+        return None
+    minutes = ops / MEASURED_OPS_PER_S / 60
+    return Refusal(engine, f"the {engine} engine would search about {ops:.2g} multiply-adds (about {minutes:,.0f} "
+                   f"min at {MEASURED_OPS_PER_S:.0e}/s; the limit is {MAX_SEARCH_OPS:.0e}): the closed-form "
+                   "engines do not cover this topology (intact folded Clos and full-mesh RailX only); "
+                   "route fewer GPUs, or choose a fabric they cover")
+
+
 def _injection(demand: Demand, targets: np.ndarray, n: int, a2a_group_of: np.ndarray | None) -> np.ndarray:
     """``N x B`` bytes injected at each node for each target of the block."""
     b = targets.size
@@ -140,6 +182,9 @@ def route(topology: Topology, demand: Demand, arc_mask: np.ndarray | None = None
     targets_all = demand.destinations()
     if targets_all.size == 0:
         return Routed(load)
+    refused = too_much_search("ecmp", search_ops(topology, targets_all.size, arc_mask))
+    if refused is not None:
+        raise EngineRefused(refused)
     graph = routing_graph(topology, arc_mask)
     arcs = graph.arcs
     src, dst = topology.src[arcs], topology.dst[arcs]

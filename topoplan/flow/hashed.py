@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import EngineRefused, Refusal
 from ..topology import Topology
-from .ecmp import distances_to, routing_graph
+from .ecmp import distances_to, routing_graph, search_ops, too_much_search
 from .engine import Routed
 from .traffic import Demand
 
@@ -46,6 +46,9 @@ def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
     if flows > MAX_FLOWS:
         raise EngineRefused(Refusal("ecmp-hash", f"ecmp-hash would follow {flows:,} flows (more than {MAX_FLOWS:,}); "
                          "use ecmp for this workload or fewer queue pairs"))
+    refused = too_much_search("ecmp-hash", search_ops(topology, demand.destinations().size, arc_mask, push=False))
+    if refused is not None:
+        raise EngineRefused(refused)
     src, dst, size = demand.pairs()
     n, m = topology.num_nodes, topology.num_arcs
     routed = [Routed(np.zeros(m)) for _ in seeds]

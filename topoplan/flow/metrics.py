@@ -27,8 +27,8 @@ import numpy as np
 from ..catalog import Catalog
 from ..spec import Design
 from ..topology import KIND, LINK_TIER, MEDIUM, Topology
-from . import RouteRequest, Routed, select_engine
-from . import nccl
+from ..errors import EngineRefused
+from . import RouteRequest, Routed, ecmp, nccl, select_engine
 from .algorithms import BY_KEY, Algorithm, plan_workload
 from .traffic import CollectivePlan, apply_pxn
 
@@ -324,8 +324,10 @@ def shape_of(plan: CollectivePlan, timing: Timing) -> nccl.GroupShape:
 
 
 def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Timing(), engine: str = "ecmp",
-                  seeds: int = 8, qps: int = 1, arc_mask: np.ndarray | None = None) -> AlgorithmResult:
-    """Route one algorithm's phases (every seed of a seeded engine, the median seed kept)."""
+                  seeds: int = 8, qps: int = 1, arc_mask: np.ndarray | None = None,
+                  routed_one=None) -> AlgorithmResult:
+    """Route one algorithm's phases (every seed of a seeded engine, the median seed kept). ``routed_one``
+    (optional) is called with a label after each routing call (progress)."""
     classes = arc_classes(topology)
     chosen = select_engine(topology, RouteRequest(engine, qps=qps, arc_mask=arc_mask))
     pxn = topology.layout.pxn
@@ -339,11 +341,14 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
     for phase, demand in zip(plan.phases, demands):
         if phase.load is not None:
             by_phase.append([Routed(phase.load)] * len(seed_list))
-        elif chosen.route_seeds is not None:
+            continue
+        if chosen.route_seeds is not None:
             by_phase.append(chosen.route_seeds(topology, demand, request, seed_list))
         else:
             by_phase.append([chosen.route(topology, demand, RouteRequest(chosen.name, seed=seed, qps=qps,
                                                                          arc_mask=arc_mask)) for seed in seed_list])
+        if routed_one is not None:
+            routed_one(f"{plan.collective.name}: {plan.algorithm} {phase.label}")
     per_seed = []
     for index, _seed in enumerate(seed_list):
         phases = [phase_result(topology, classes, routed[index].load, phase.label, phase.intra_steps,
@@ -362,18 +367,58 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
 
 
 def evaluate_collective(topology: Topology, plans: list, timing: Timing = Timing(), engine: str = "ecmp",
-                        seeds: int = 8, qps: int = 1, arc_mask: np.ndarray | None = None) -> CollectiveResult:
+                        seeds: int = 8, qps: int = 1, arc_mask: np.ndarray | None = None,
+                        routed_one=None) -> CollectiveResult:
     """Every candidate algorithm's plan routed; the tuner's choice at the collective's size reported."""
-    choices = [evaluate_plan(topology, plan, timing, engine, seeds, qps, arc_mask) for plan in plans]
+    choices = [evaluate_plan(topology, plan, timing, engine, seeds, qps, arc_mask, routed_one) for plan in plans]
     result = CollectiveResult(choices, choices[0], choices[0].algorithm.protocols[-1])
     chosen, protocol, _ = result.at(plans[0].collective.size_bytes)
     result.chosen, result.protocol = chosen, protocol
     return result
 
 
+@dataclass(frozen=True)
+class RoutingWork:
+    """What routing a workload will take, known before any of it starts: the engine that runs, the routing
+    calls (one per phase, all seeds at once) and, for the engines that search
+    per destination, their multiply-adds (``ecmp.search_ops``; 0 for the closed forms)."""
+
+    engine: str
+    routes: int
+    search_ops: int
+
+    @property
+    def minutes(self) -> float:
+        """At the rate the benchmarks measure; 0 for the closed forms, which take seconds at any size."""
+        return self.search_ops / ecmp.MEASURED_OPS_PER_S / 60
+
+
+def routing_work(topology: Topology, plan_sets: list, engine: str = "ecmp", seeds: int = 8, qps: int = 1,
+                 arc_mask: np.ndarray | None = None) -> RoutingWork:
+    chosen = select_engine(topology, RouteRequest(engine, qps=qps, arc_mask=arc_mask))
+    demands = [phase.demand for plans in plan_sets for plan in plans for phase in plan.phases if phase.load is None]
+    per_demand = 1 if chosen.route_seeds is not None or not chosen.seeded else seeds
+    ops = 0
+    if chosen.per_destination:
+        push = chosen.route_seeds is None   # ecmp pushes flow back along the distances; ecmp-hash hashes paths
+        ops = sum(ecmp.search_ops(topology, d.destinations().size, arc_mask, push) for d in demands) * per_demand
+    return RoutingWork(chosen.name, len(demands), ops)
+
+
 def evaluate_workload(topology: Topology, design: Design, catalog: Catalog, latency_scale: float = 1.0,
-                      arc_mask: np.ndarray | None = None) -> list[CollectiveResult]:
+                      arc_mask: np.ndarray | None = None, progress=None) -> list[CollectiveResult]:
+    """Every collective of the design's workload. Refuses (``EngineRefused``) before routing any of it when
+    the whole would search past ``ecmp.MAX_SEARCH_OPS``. ``progress`` (optional) gets ``start(RoutingWork)``
+    once and ``step(label)`` after each routing call."""
     timing = timing_for(design, catalog, latency_scale)
     routing = design.routing
-    return [evaluate_collective(topology, plans, timing, routing.engine, routing.seeds, routing.qps, arc_mask)
-            for plans in plan_workload(topology, design)]
+    plan_sets = plan_workload(topology, design)
+    work = routing_work(topology, plan_sets, routing.engine, routing.seeds, routing.qps, arc_mask)
+    refused = ecmp.too_much_search(work.engine, work.search_ops)
+    if refused is not None:
+        raise EngineRefused(refused)
+    if progress is not None:
+        progress.start(work)
+    step = None if progress is None else progress.step
+    return [evaluate_collective(topology, plans, timing, routing.engine, routing.seeds, routing.qps, arc_mask, step)
+            for plans in plan_sets]
