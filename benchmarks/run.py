@@ -106,6 +106,62 @@ def case_hash_a2a_16k():
     return elapsed, {"outcome": outcome}, outcome.startswith("refused") and elapsed < 1.0
 
 
+def case_ecmp_refusal_100k():
+    """Generic ECMP on 100,352 RailX chips whose rails all share one ring (tests/hostile/railx-naive-100k.yaml): no closed form applies and the search would take hours, so the report must be refused up front with its estimate."""
+    from topoplan.errors import TopoplanError
+    from topoplan.pipeline import evaluate
+
+    design, catalog = _load("tests/hostile/railx-naive-100k.yaml")
+    start = time.perf_counter()
+    try:
+        evaluate(design, catalog)
+        outcome = "routed"
+    except TopoplanError as err:
+        outcome = "refused: " + err.problems[0].message.split(":")[0]
+    elapsed = time.perf_counter() - start
+    return elapsed, {"outcome": outcome}, outcome.startswith("refused") and elapsed < 10.0
+
+
+def case_ecmp_search_rate():
+    """The rate behind the generic ECMP search estimate (flow/ecmp.py MEASURED_OPS_PER_S): estimated multiply-adds against measured time, world ring phase, on a 2,048-chip naive RailX and a 4,096-GPU fat-tree with its structure hidden."""
+    import dataclasses
+
+    import numpy as np
+
+    from topoplan.flow import ecmp
+    from topoplan.flow.traffic import Demand
+    from topoplan.pipeline import build
+
+    import yaml
+
+    from topoplan.catalog import load_catalog
+    from topoplan.spec import design_from_data
+
+    catalog = load_catalog()
+    naive = yaml.safe_load((ROOT / "tests/hostile/railx-naive-100k.yaml").read_text())
+    naive["cluster"]["gpus"] = naive["workload"]["parallelism"]["dp"] = 2048
+    naive["fabric"]["railx"].update(columns=16, rows=16)
+    fat_tree = yaml.safe_load((ROOT / "designs/fat-tree-16k.yaml").read_text())
+    fat_tree["cluster"]["servers"] = 512
+    fat_tree.pop("workload")
+    figures, total_s, total_ops = {}, 0.0, 0
+    for label, data, hide in (("railx-naive-2k", naive, False), ("fat-tree-4k", fat_tree, True)):
+        design = design_from_data(data, catalog)
+        topology, _ = build(design, catalog)
+        if hide:
+            topology = dataclasses.replace(topology, layout=dataclasses.replace(topology.layout, tree=None, grid=None))
+        gpus = topology.gpus
+        demand = Demand(gpus, np.roll(gpus, 1), 1e9)
+        ops = ecmp.search_ops(topology, gpus.size)
+        start = time.perf_counter()
+        ecmp.route(topology, demand)
+        seconds = time.perf_counter() - start
+        figures[label] = f"{ops:.2g} ops in {seconds:.1f} s = {ops / seconds:.2g}/s"
+        total_s, total_ops = total_s + seconds, total_ops + ops
+    figures["estimate uses"] = f"{ecmp.MEASURED_OPS_PER_S:.0e}/s"
+    return total_s, figures
+
+
 def case_graphml_131k():
     """build -o x.graphml of the 131,072-GPU fat-tree (designs/fat-tree-131k-twin-plane.yaml): refused up front with the memory estimate (it took 144 s and 9.7 GB through networkx)."""
     from click.testing import CliRunner
@@ -322,6 +378,8 @@ CASES = {
     "nccl-sweep-16k": (case_nccl_sweep_16k, 10.0, None),
     "hash-a2a-16k": (case_hash_a2a_16k, 60.0, None),
     "graphml-131k": (case_graphml_131k, 20.0, 2048),
+    "ecmp-refusal-100k": (case_ecmp_refusal_100k, 10.0, None),
+    "ecmp-search-rate": (case_ecmp_search_rate, None, None),
     "ecmp-railx-16k": (case_ecmp_railx_16k, 60.0, None),
     "ecmp-railx-100k": (case_ecmp_railx_100k, None, None),
     "railx-vs-generic-2k": (case_railx_vs_generic_2k, None, None),

@@ -236,18 +236,39 @@ def _naive_railx(make_design, catalog, side=5, dp=True):
     return design, build(design, catalog)[0]
 
 
-@pytest.mark.parametrize("fabric", ["fat-tree-3tier", "railx-5x5-naive", "rail-optimized"])
-def test_the_probe_search_sees_as_many_levels_as_any_destination(fabric):
-    """``search_levels`` probes one GPU and takes it for all: on every test fabric the full search towards
-    every GPU at once meets no more distinct distances than the probe."""
+@pytest.mark.parametrize("fabric", ["fat-tree-3tier", "railx-5x5-naive", "railx-5x4", "rail-optimized"])
+def test_the_search_estimate_counts_the_products_the_search_runs(fabric, monkeypatch):
+    """``search_arc_visits`` replays the search on one probe GPU; routing a ring over every GPU at once, with
+    the sparse products counted as they run (nonzeros x columns), must come to exactly that per destination."""
     from test_engine_invariants import fabric_topology
 
     from topoplan.flow import ecmp
+    from topoplan.flow.traffic import Demand
+
+    counted = [0]
+
+    class Counting:
+        def __init__(self, matrix):
+            self.matrix = matrix
+
+        def __matmul__(self, dense):
+            counted[0] += self.matrix.nnz * dense.shape[1]
+            return self.matrix @ dense
+
+    real = ecmp.routing_graph
+
+    def counting_graph(topology, arc_mask=None):
+        graph = real(topology, arc_mask)
+        graph.by_weight = [(w, Counting(a), Counting(a_t)) for w, a, a_t in graph.by_weight]
+        return graph
 
     topology = fabric_topology(fabric)
-    graph = ecmp.routing_graph(topology)
-    every = max(len(ecmp.distances_to(graph, np.array([g]))[2]) for g in topology.gpus.tolist())
-    assert ecmp.search_levels(topology) == every > 2
+    visits = ecmp.search_arc_visits(topology)
+    monkeypatch.setattr(ecmp, "routing_graph", counting_graph)
+    gpus = topology.gpus
+    ecmp.route(topology, Demand(gpus, np.roll(gpus, 1), 1e9))
+    assert counted[0] == sum(visits) * gpus.size > 0
+    assert ecmp.search_ops(topology, gpus.size) == (sum(visits) + 2 * topology.num_arcs) * gpus.size
 
 
 def test_the_generic_search_refuses_past_its_limit_before_any_work(make_design, catalog, monkeypatch):
@@ -258,19 +279,18 @@ def test_the_generic_search_refuses_past_its_limit_before_any_work(make_design, 
     _design, topology = _naive_railx(make_design, catalog)
     gpus = topology.gpus
     demand = Demand(gpus, np.roll(gpus, 1), 1e9)
-    levels = ecmp.search_levels(topology)
-    ops = (2 * levels + 2) * topology.num_arcs * gpus.size
-    assert ecmp.search_ops(topology, gpus.size) == ops
+    visits = ecmp.search_arc_visits(topology)
+    ops = ecmp.search_ops(topology, gpus.size)
     monkeypatch.setattr(ecmp, "MAX_SEARCH_OPS", ops)
     assert ecmp.route(topology, demand).load.sum() > 0                 # at the limit: routed
     monkeypatch.setattr(ecmp, "MAX_SEARCH_OPS", ops - 1)
     calls = []
     monkeypatch.setattr(ecmp, "distances_to", lambda *a: calls.append(a))   # the search must not start
-    monkeypatch.setattr(ecmp, "search_levels", lambda *a: levels)
+    monkeypatch.setattr(ecmp, "search_arc_visits", lambda *a: visits)
     monkeypatch.setattr(hashed, "distances_to", lambda *a: calls.append(a))
     with pytest.raises(EngineRefused, match=re.escape(f"about {ops:.2g} multiply-adds")):
         ecmp.route(topology, demand)
-    monkeypatch.setattr(ecmp, "MAX_SEARCH_OPS", levels * topology.num_arcs * gpus.size - 1)
+    monkeypatch.setattr(ecmp, "MAX_SEARCH_OPS", visits[0] * gpus.size - 1)
     with pytest.raises(EngineRefused, match="the ecmp-hash engine would search"):
         hashed.route(topology, demand)
     assert calls == []

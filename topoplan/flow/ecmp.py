@@ -17,7 +17,8 @@ weight): a level-synchronous search towards the destinations (Dial's buckets, on
 occurs) gives each node its distance and its number of shortest-path out-arcs; then flow is pushed from
 the farthest level inwards, one sparse matrix product per level and weight; finally each arc's load is
 the sum over destinations of the flow its tail sends on each shortest-path arc. Cost: about
-``(2 * levels + 2) * arcs * destinations`` multiply-adds, with no per-flow or per-path Python loop.
+``(2 * levels + 2) * arcs * destinations`` multiply-adds (``search_ops`` counts them per arc weight), with
+no per-flow or per-path Python loop.
 """
 
 from __future__ import annotations
@@ -120,28 +121,45 @@ def distances_to(graph: RoutingGraph, targets: np.ndarray):
     return dist, outdeg, levels
 
 
-def search_levels(topology: Topology, arc_mask: np.ndarray | None = None) -> int:
-    """The number of distinct distances a search meets: one probe search towards one GPU (a fraction of
-    one block's work), taken as every destination's (the fabrics topoplan builds are symmetric)."""
+def search_arc_visits(topology: Topology, arc_mask: np.ndarray | None = None) -> tuple[int, int]:
+    """Arcs the search towards one destination multiplies through (one sparse product per weight each
+    time): ``(distances, push)``, for ``distances_to`` and for pushing the flow back in ``route``. Replays
+    both loops on the distances one probe search towards one GPU meets; taken for every destination (the
+    fabrics topoplan builds are symmetric)."""
     key = (id(topology), None if arc_mask is None else hash(np.asarray(arc_mask, dtype=bool).tobytes()))
-    if _LEVELS.get("key") != key or _LEVELS.get("topology") is not topology:
+    if _PROBED.get("key") != key or _PROBED.get("topology") is not topology:
+        graph = routing_graph(topology, arc_mask)
         probe = topology.gpus[:1]
-        levels = [0] if probe.size == 0 else distances_to(routing_graph(topology, arc_mask), probe)[2]
-        _LEVELS.update(key=key, topology=topology, levels=len(levels))
-    return _LEVELS["levels"]
+        levels = set([0] if probe.size == 0 else distances_to(graph, probe)[2])
+        arcs_of_weight = {w: adj.nnz for w, adj, _ in graph.by_weight}
+        distances = 0
+        occurs, candidates = {0}, sorted(arcs_of_weight)
+        seen = set(candidates)
+        while candidates:  # the order and the products of ``distances_to``
+            level = heapq.heappop(candidates)
+            distances += sum(arcs for w, arcs in arcs_of_weight.items() if level - w in occurs)
+            if level in levels:
+                occurs.add(level)
+                for w in arcs_of_weight:
+                    if level + w not in seen:
+                        seen.add(level + w)
+                        heapq.heappush(candidates, level + w)
+        push = sum(arcs for level in levels - {0} for w, arcs in arcs_of_weight.items() if level - w in levels)
+        _PROBED.update(key=key, topology=topology, visits=(int(distances), int(push)))
+    return _PROBED["visits"]
 
 
-_LEVELS: dict = {}  # the last topology probed (the pipeline routes many phases over one topology)
+_PROBED: dict = {}  # the last topology probed (the pipeline routes many phases over one topology)
 
 
 def search_ops(topology: Topology, destinations: int, arc_mask: np.ndarray | None = None,
                push: bool = True) -> int:
-    """Multiply-adds of routing to ``destinations`` destinations: ``(2 * levels + 2) * arcs * destinations``
-    with the flow pushed back along the distances (module docstring), ``levels * arcs * destinations`` for
-    the distances alone (``ecmp-hash``), ``levels`` from ``search_levels``."""
-    levels = search_levels(topology, arc_mask)
+    """Multiply-adds of routing to ``destinations`` destinations: per destination, the arc visits of the
+    search and of the push (``search_arc_visits``) and two passes over the arcs for the loads (module
+    docstring); the search's visits alone for the distances (``ecmp-hash``)."""
+    distances, pushed = search_arc_visits(topology, arc_mask)
     arcs = topology.num_arcs if arc_mask is None else int(np.count_nonzero(arc_mask))
-    return (2 * levels + 2 if push else levels) * arcs * destinations
+    return (distances + pushed + 2 * arcs if push else distances) * destinations
 
 
 def too_much_search(engine: str, ops: int) -> Refusal | None:

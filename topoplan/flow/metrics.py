@@ -348,7 +348,7 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
             by_phase.append([chosen.route(topology, demand, RouteRequest(chosen.name, seed=seed, qps=qps,
                                                                          arc_mask=arc_mask)) for seed in seed_list])
         if routed_one is not None:
-            routed_one(f"{plan.collective.name}: {plan.algorithm} {phase.label}")
+            routed_one(f"{plan.collective.name}: {phase.label}")
     per_seed = []
     for index, _seed in enumerate(seed_list):
         phases = [phase_result(topology, classes, routed[index].load, phase.label, phase.intra_steps,
