@@ -121,7 +121,7 @@ def test_a_chart_without_an_extension_says_what_it_wrote(in_root, tmp_path):
 
 def test_optimize_checks_its_outputs_before_searching(in_root, tmp_path):
     code, stderr, _ = _run(["optimize", "designs/spaces/headline.yaml", "--plot", str(tmp_path / "no" / "p.png")])
-    assert code == 2 and "does not exist" in stderr and "evaluating candidates" not in stderr
+    assert code == 2 and "does not exist" in stderr and "candidates on" not in stderr  # refused before the search starts
 
 
 # --- bounded work, signals -----------------------------------------------------------------------------
@@ -347,21 +347,21 @@ def test_routing_progress_prints_an_estimate_and_the_time_left(monkeypatch, caps
     phases done and the time left from the pace so far (a fake clock: 10 s a phase)."""
     import time
 
-    from topoplan.cli import RoutingProgress
+    from topoplan.cli import Progress
     from topoplan.flow.metrics import RoutingWork
 
     clock = iter(range(0, 1000, 10))
     monkeypatch.setattr(time, "monotonic", lambda: float(next(clock)))
-    progress = RoutingProgress("report")
+    progress = Progress("report")
     progress.start(RoutingWork("ecmp", 4, 10**12))
     for phase in range(4):
         progress.step(f"phase {phase}")
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "topoplan report: 4 phase(s) to route on ecmp: about 1e+12 multiply-adds, about 33.3 min"
-    assert lines[1:] == ["topoplan report: routed 1/4 phases (phase 0), about 30 s left",
-                         "topoplan report: routed 2/4 phases (phase 1), about 20 s left",
-                         "topoplan report: routed 3/4 phases (phase 2), about 10 s left"]
-    quick = RoutingProgress("report")
+    assert lines[1:] == ["topoplan report: 1/4 phases done (phase 0), about 30 s left",
+                         "topoplan report: 2/4 phases done (phase 1), about 20 s left",
+                         "topoplan report: 3/4 phases done (phase 2), about 10 s left"]
+    quick = Progress("report")
     clock = iter([0.0, 0.5, 1.0])
     quick.start(RoutingWork("clos", 2, 0))
     quick.step("a")

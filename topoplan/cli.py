@@ -149,26 +149,32 @@ def _catalog(files):
     return catalog
 
 
-class RoutingProgress:
-    """Progress of the routing on stderr (``flow.metrics.evaluate_workload`` calls ``start`` and ``step``):
-    the estimate first when it says the run is long, then, while it runs, a line at most every
-    ``every_s`` seconds with the phases routed and the time left. A run of a few seconds prints nothing."""
+class Progress:
+    """Progress of long work on stderr, in lines that read as well in a CI log as in a terminal: the
+    estimate first when it says the run is long, then, while it runs, a line at most every ``every_s``
+    seconds with the work done and the time left at the pace so far. A run of a few seconds prints
+    nothing. ``flow.metrics.evaluate_workload`` calls ``start`` and ``step``; ``optimize`` calls
+    ``begin`` and ``step``."""
 
-    def __init__(self, command: str, every_s: float = 5.0, long_s: float = 10.0):
-        self.command, self.every_s, self.long_s = command, every_s, long_s
+    def __init__(self, command: str, unit: str = "phases", every_s: float = 5.0, long_s: float = 10.0):
+        self.command, self.unit, self.every_s, self.long_s = command, unit, every_s, long_s
         self.total = self.done = 0
         self.started = self.last = 0.0
 
-    def start(self, work) -> None:
+    def begin(self, total: int) -> None:
         import time
 
-        self.total, self.done = work.routes, 0
+        self.total, self.done = total, 0
         self.started = self.last = time.monotonic()
+
+    def start(self, work) -> None:
+        """Routing: ``work`` is the ``flow.metrics.RoutingWork`` estimate."""
+        self.begin(work.routes)
         if work.minutes * 60 >= self.long_s:
             click.echo(f"topoplan {self.command}: {work.routes} phase(s) to route on {work.engine}: about "
                        f"{work.search_ops:.2g} multiply-adds, about {work.minutes:,.1f} min", err=True)
 
-    def step(self, label: str) -> None:
+    def step(self, label: str = "") -> None:
         import time
 
         self.done += 1
@@ -177,7 +183,8 @@ class RoutingProgress:
             return
         self.last = now
         left_s = (now - self.started) / self.done * (self.total - self.done)
-        click.echo(f"topoplan {self.command}: routed {self.done}/{self.total} phases ({label}), "
+        what = f" ({label})" if label else ""
+        click.echo(f"topoplan {self.command}: {self.done}/{self.total} {self.unit} done{what}, "
                    f"about {left_s:,.0f} s left", err=True)
 
 
@@ -185,7 +192,7 @@ def _evaluate(spec: str, catalog, command: str = "report"):
     from .pipeline import evaluate
     from .spec import load_design
 
-    return evaluate(load_design(spec, catalog), catalog, progress=RoutingProgress(command))
+    return evaluate(load_design(spec, catalog), catalog, progress=Progress(command))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -398,7 +405,7 @@ def _evaluate_source(source: str, catalog, command: str = "compare"):
     from .spec import design_from_data
 
     data, lines, label = read_spec_source(source)
-    return data, evaluate(design_from_data(data, catalog, label, lines), catalog, progress=RoutingProgress(command))
+    return data, evaluate(design_from_data(data, catalog, label, lines), catalog, progress=Progress(command))
 
 
 @main.command()
@@ -630,12 +637,14 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, worke
                    f"{candidates:,} candidate(s) on {cpus} CPU(s)", err=True)
         workers = max(1, min(candidates, cpus))
     click.echo(f"topoplan optimize: {candidates:,} candidates on {workers} worker(s)", err=True)
-    with click.progressbar(length=1, label="evaluating candidates", file=sys.stderr) as bar:
-        def progress(done, total):
-            bar.length = total
-            bar.update(1)
+    progress = Progress("optimize", "candidates")
+    progress.begin(candidates)
 
-        result = search(space, catalog_files, workers, progress)
+    def evaluated(_done, total):
+        progress.total = total
+        progress.step()
+
+    result = search(space, catalog_files, workers, evaluated)
     data = result.to_json()
     if not data["candidates"]:
         raise SpecError([Problem(space_file, 0, "", f"no candidate is feasible: {n} x {reason}",
