@@ -187,3 +187,20 @@ def test_unchecked_and_nan_values_in_a_log_stay_out_of_the_error(in_root, tmp_pa
     data = json.loads(result.stdout, parse_constant=no_constants)
     assert data["rows"][0]["measured_busbw_GBps"] is None and data["rows"][0]["error"] is None
     assert data["summary"]["sizes"] == 1
+
+
+def test_the_straight_line_reading_recovers_a_line_and_the_models_asymptote():
+    """``straight_line`` on an exact line gives its two numbers back; on NCCL's own closed form for a
+    2-node, 16-rank ring AllReduce (Simple) with a nominal 400 GB/s bus bandwidth, the sustained busbw it
+    reads is those 400 GB/s (ring busbw = nChannels x bw), and the fixed cost is the ring's latency."""
+    from topoplan.flow import nccl
+
+    sizes = [2**k for k in range(26, 34)]
+    fixed, rate, residual = VALIDATION.straight_line(sizes, [250 + s * 1.5 / 300e3 for s in sizes], 1.5)
+    assert fixed == pytest.approx(250) and rate == pytest.approx(300) and residual < 1e-9
+
+    shape = nccl.GroupShape(16, 2, "nvlink", 16, "hopper")
+    times = [nccl.nccl_model_time_s("allreduce", "ring", "Simple", shape, s, 400.0) * 1e6 for s in sizes]
+    fixed, rate, residual = VALIDATION.straight_line(sizes, times, 2 * 15 / 16)
+    assert rate == pytest.approx(400.0, rel=1e-9) and residual < 1e-9
+    assert fixed == pytest.approx(nccl.ring_latency_us("allreduce", "Simple", shape), rel=1e-6)
