@@ -61,13 +61,14 @@ def test_superpod_spine_divisor_rule(units, spines):
 
 @pytest.mark.parametrize("pods", [1, 2, 4, 8, 16, 32, 64])
 def test_partial_three_tier_build(pods):
-    """Partial build of N endpoints: N/(R/2) leaves, N/(R/2) spines, N/R cores when the divisor is exact."""
+    """Partial build of N endpoints: N/(R/2) leaves, N/(R/2) spines and N/R cores (each core takes R/pods
+    links from every pod: the fewest that carry the pods' uplinks)."""
     radix, half = 64, 32
     n = pods * half * half
     plan = plan_clos(n, (radix,) * 3, (1, 1), 3)
     assert plan.leaves == n // half
     assert plan.spines == n // half
-    assert plan.cores == max(n // radix, half)  # at least one core per spine position
+    assert plan.cores == n // radix
 
 
 @pytest.mark.parametrize("ratio,down,up", [(1, 32, 32), (3, 48, 16), (7, 56, 8), (1.5, 38, 26)])
@@ -240,3 +241,77 @@ def test_131k_twin_plane_counts(in_root, catalog):
     assert topology.switches_by_tier() == {"leaf": 2 * n // half, "spine": 2 * n // half, "core": 2 * n // 128}
     assert topology.links_by_tier() == {"leaf": 2 * n, "spine": 2 * n, "core": 2 * n}
     assert topology.check() == []
+
+
+# --- exact tier sizing (issue 14, item 1) ------------------------------------------------------------
+
+def _links_between(topology, lower_unit: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """(units, upper switches) matrix: links from each lower unit to each switch of ``upper``."""
+    column = np.full(topology.num_nodes, -1)
+    column[upper] = np.arange(upper.size)
+    up = (lower_unit[topology.src] >= 0) & (column[topology.dst] >= 0)
+    counts = np.zeros((lower_unit.max() + 1, upper.size), dtype=np.int64)
+    np.add.at(counts, (lower_unit[topology.src[up]], column[topology.dst[up]]), 1)
+    return counts
+
+
+@settings(max_examples=60, deadline=None)
+@given(switch=st.sampled_from(["generic-48x400g", "nvidia-qm8700", "nvidia-qm9700"]),
+       gpus=st.integers(min_value=2, max_value=6000), tiers=st.sampled_from([2, 3]),
+       leaf_ratio=st.sampled_from([1, 1.5, 3, 5.86]), spine_ratio=st.sampled_from([1, 2, 4, 5.86]))
+def test_every_tier_is_the_fewest_switches_that_carry_its_links(catalog, switch, gpus, tiers, leaf_ratio, spine_ratio):
+    """On random builds: no switch has more links than ports; every spine (core) takes the same number of
+    links from every leaf (pod), so ECMP balances; and one switch fewer in any tier could not carry the
+    links that way (for leaves: could not hold the NIC ports)."""
+    from conftest import spec_data
+    from topoplan.spec import design_from_data
+
+    over = {"leaf": leaf_ratio, "spine": spine_ratio if tiers == 3 else 1}
+    data = spec_data(cluster={"server": "generic-1gpu", "gpus": gpus},
+                     fabric={"switch": switch, "tiers": tiers, "oversubscription": over})
+    try:
+        topology = generate(design_from_data(data, catalog), catalog)
+    except InfeasibleDesign:
+        return
+    plan = topology.layout.tree.plan
+    radix = plan.radix
+    switches = topology.kind == KIND["switch"]
+    degree = np.bincount(topology.src, minlength=topology.num_nodes)
+    for tier in range(plan.tiers):
+        assert degree[switches & (topology.tier == tier)].max() <= radix[tier]
+    assert (plan.leaves - 1) * plan.down[0] < plan.endpoints <= plan.leaves * plan.down[0]
+
+    leaves = np.flatnonzero(switches & (topology.tier == 0))
+    spines = np.flatnonzero(switches & (topology.tier == 1))
+    unit = np.full(topology.num_nodes, -1)
+    if plan.tiers == 2:
+        unit[leaves] = np.arange(leaves.size)
+        per_unit = _links_between(topology, unit, spines)
+        cap = radix[1] // plan.leaves
+        assert (per_unit == per_unit[:1]).all()               # the same from every leaf
+        assert per_unit.max() <= cap and per_unit.sum(axis=1).tolist() == [plan.up[0]] * plan.leaves
+        assert (plan.spines - 1) * cap < plan.up[0]           # one spine fewer cannot take a leaf's uplinks
+        return
+    cores = np.flatnonzero(switches & (topology.tier == 2))
+    unit[spines] = topology.pod[spines]
+    per_pod = _links_between(topology, unit, cores)
+    cap = radix[2] // plan.pods
+    assert (per_pod == per_pod[:1]).all() and per_pod.max() <= cap
+    assert (plan.cores - 1) * cap < plan.spines_per_pod * plan.up[1]
+
+
+def test_the_oversubscribed_core_of_the_issue_builds_the_cores_its_links_need(catalog):
+    """8,192 B200 GPUs on QM9700, three tiers, spines at 4:1: 13 uplinks per spine (a prime) built 416
+    cores for 2,496 spine-core links under the divisor rule. Six pods, so a core takes at most
+    floor(64 / 6) = 10 links from each: ceil(2,496 / 6 / 10) = 42 cores."""
+    from conftest import spec_data
+    from topoplan.spec import design_from_data
+
+    data = spec_data(cluster={"server": "dgx-b200", "gpus": 8192},
+                     fabric={"switch": "nvidia-qm9700", "tiers": 3, "oversubscription": {"spine": 4}})
+    topology = generate(design_from_data(data, catalog), catalog)
+    plan = topology.layout.tree.plan
+    assert (plan.pods, plan.spines, plan.up[1]) == (6, 192, 13)
+    assert plan.spines * plan.up[1] == 2496 and plan.cores == 42
+    core_links = int((topology.link_tier == LINK_TIER["core"]).sum()) // 2
+    assert core_links == 2496

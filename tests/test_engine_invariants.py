@@ -56,6 +56,13 @@ FABRICS = {
     # 21 leaves of 36 GPUs (a full pod and a one-leaf pod), 4 spines per pod, 4 cores: a small LP
     "fat-tree-3tier-lp": dict(cluster={"server": "generic-1gpu", "gpus": 756},
                               fabric={"switch": "nvidia-qm8700", "tiers": 3, "leaf_uplinks": 4}),
+    # 13 uplinks per leaf (prime), 11 leaves: 4 spines take 4, 3, 3 and 3 links of every leaf (spread wiring)
+    "fat-tree-2tier-spread": dict(cluster={"server": "generic-1gpu", "gpus": 352},
+                                  fabric={"switch": "generic-48x400g", "leaf_uplinks": 13}),
+    # 2 pods of 24 spines with 7 uplinks each (prime): 7 cores take 24 links of every pod, spread over the
+    # spine indices (the divisor rule built one core per spine index, 24, each a third used)
+    "fat-tree-3tier-spread": dict(cluster={"server": "generic-1gpu", "gpus": 1008},
+                                  fabric={"switch": "generic-48x400g", "tiers": 3, "oversubscription": {"spine": 5.86}}),
     # 3:1 leaves (36 down, 12 up), 5 leaves, 2 spines: the LP has something to balance once links change
     "fat-tree-oversubscribed": dict(cluster={"server": "generic-1gpu", "gpus": 180},
                                     fabric={"switch": "generic-48x400g", "oversubscription": 3}),
@@ -76,12 +83,12 @@ for _name, _grid in RAILX.items():
                           fabric={"topology": "railx", "switch": None, "railx": {"ocs": "calient-s320", **_grid}})
 
 TREES = ("fat-tree-2tier", "fat-tree-2tier-dgx", "fat-tree-3tier", "fat-tree-3tier-lp", "fat-tree-oversubscribed",
-         "rail-optimized", "rail-only")
+         "fat-tree-2tier-spread", "fat-tree-3tier-spread", "rail-optimized", "rail-only")
 FRACTIONAL = ("ecmp", "ecmp-generic", "clos", "railx")  # deterministic even splits
 
 
 def applicable(fabric: str) -> tuple:
-    if fabric == "fat-tree-3tier":  # its LP has 128k variables, 3 s a solve: optimal runs on fat-tree-3tier-lp
+    if fabric in ("fat-tree-3tier", "fat-tree-3tier-spread"):  # LPs of 3 s a solve: optimal runs on -3tier-lp
         return ("ecmp", "ecmp-generic", "ecmp-hash", "clos")
     if fabric == "rail-only":  # optimal raises on unreachable pairs: test_optimal_reports_unreachable_pairs
         return ("ecmp", "ecmp-generic", "ecmp-hash", "clos")

@@ -9,17 +9,21 @@ Endpoints (NIC ports of the plane, ordered server, NIC, port) fill leaves in ord
 leaf ``e // d1``.
 
 * 1 tier: one switch per plane, ``E <= R``.
-* 2 tiers: ``L = ceil(E/d1)`` leaves and ``S`` spines, where ``S`` is the smallest divisor of ``u1`` with
-  ``S*R >= L*u1`` (vendor practice: every leaf has the same whole number ``u1/S`` of parallel links to
-  every spine; this reproduces NVIDIA's SuperPOD spine counts). At most ``R*d1`` endpoints.
+* 2 tiers: ``L = ceil(E/d1)`` leaves and ``S = ceil(u1 / floor(R/L))`` spines (``upper_tier``: the fewest
+  with the same number of links from every leaf on every spine). Vendor wiring, ``u1/S`` parallel links
+  from every leaf to every spine, whenever a divisor of ``u1`` gives that S (it reproduces NVIDIA's SuperPOD
+  spine counts); otherwise leaf link ``i`` goes to spine ``i mod S``. At most ``R*d1`` endpoints.
 * 3 tiers: pods of up to ``d2`` leaves; every pod has ``u1`` spines, each leaf one link to each spine of
-  its pod. Spine ``j`` of every pod connects to core group ``j`` of ``C`` cores, ``C`` the smallest
-  divisor of ``u2`` with ``C*R >= pods*u2``, ``u2/C`` links to each. At most ``R*d2*d1`` endpoints.
+  its pod. Cores ``C = ceil(u1*u2 / floor(R/pods))``, the same rule over the pods: spine ``j`` of every pod
+  to core group ``j`` (``u2/g`` links to each of its ``g`` cores) when that gives C, else link ``j*u2 + i``
+  of every pod to core ``(j*u2 + i) mod C``. At most ``R*d2*d1`` endpoints. (An uplink count with no
+  useful divisor, 13 say, no longer multiplies the cores: 8,192 GPUs at 4:1 on 64-port spines take 42 cores,
+  not 416.)
 
 Closed forms at full non-blocking build with one switch model of radix ``R`` (``o = 1``):
 hosts ``2*(R/2)**t``; switches ``(2t-1)*(R/2)**(t-1)`` (k-ary fat-tree, t = 3: ``k**3/4`` hosts and
 ``5*k**2/4`` switches). A partial build of ``N`` endpoints has ``N/(R/2)`` leaves, ``N/(R/2)`` spines
-(3 tiers) and ``N/R`` top switches when the divisor rule is exact, and ``t*N`` network links.
+(3 tiers) and ``N/R`` top switches (when ``R/pods`` is whole), and ``t*N`` network links.
 
 Node naming: ``gpu{i}``, ``nic{i}``, ``nvlink{s}`` (per server), ``p{plane}.leaf{i}``, ``p{plane}.spine{i}``,
 ``p{plane}.core{i}``. Groups: ``server`` and ``rail`` on hosts, ``plane`` and ``pod`` on switches.
@@ -65,6 +69,25 @@ def smallest_divisor_at_least(n: int, low: float) -> int:
     return n
 
 
+def upper_tier(units: int, uplinks: int, radix: int) -> tuple[int, int]:
+    """Size the tier above ``units`` lower units (leaves, or pods) of ``uplinks`` uplinks each, on switches of
+    ``radix`` ports: ``(switches, parallel links from each unit to each switch)``, 0 for "spread".
+
+    Every switch gets the same number of links from every unit, so ECMP balances over the tier and the
+    closed-form engine stays exact: at most ``f = radix // units`` links per unit, hence the fewest is
+    ``ceil(uplinks / f)``. Vendor practice (equal whole parallel links per pair, ``uplinks / S`` each, S
+    dividing ``uplinks``; it reproduces NVIDIA's SuperPOD counts) is kept when it needs no more switches
+    than that; otherwise (a prime uplink count, say) unit ``u``'s link ``i`` goes to switch ``i mod S``,
+    every switch taking ``floor`` or ``ceil`` of ``uplinks / S`` from each unit. Removing any switch leaves
+    some unit more than ``f`` links on one switch: over its ports."""
+    per_unit = radix // units
+    if per_unit < 1:
+        raise ValueError(f"a {radix}-port switch cannot reach all {units:,} units below it")
+    fewest = math.ceil(uplinks / per_unit)
+    grouped = smallest_divisor_at_least(uplinks, units * uplinks / radix)
+    return (grouped, uplinks // grouped) if grouped == fewest else (fewest, 0)
+
+
 def max_endpoints(tiers: int, radix: tuple, down: tuple) -> int:
     if tiers == 1:
         return radix[0]
@@ -92,16 +115,31 @@ def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None, le
         return ClosPlan(1, endpoints, radix, (radix[0],), (0,), 1, 1, 1, 0, 0, 0, 0, 0, 0, limit)
     leaves = math.ceil(endpoints / d1)
     if t == 2:
-        spines = smallest_divisor_at_least(u1, leaves * u1 / radix[1])
+        spines, per_pair = upper_tier(leaves, u1, radix[1])
         return ClosPlan(2, endpoints, radix, (d1, radix[1]), (u1, 0), leaves, leaves, 1, spines, spines,
-                        u1 // spines, 0, 0, 0, limit)
+                        per_pair, 0, 0, 0, limit)
     if d2 < 1 or u2 < 1:
         raise ValueError(f"a {radix[1]}-port spine cannot be split {ratios[1]:g}:1")
     leaves_per_pod = min(leaves, d2)
     pods = math.ceil(leaves / leaves_per_pod)
+    return three_tier_plan(endpoints, radix, (d1, d2, radix[2]), (u1, u2, 0), leaves, leaves_per_pod, pods, u1, 1,
+                           limit)
+
+
+def three_tier_plan(endpoints: int, radix: tuple, down: tuple, up: tuple, leaves: int, leaves_per_pod: int,
+                    pods: int, spines_per_pod: int, leaf_spine_links: int, limit: int) -> ClosPlan:
+    """A three-tier plan with its core sized by ``upper_tier`` over the pods: grouped (spine ``j`` of every
+    pod to core group ``j``, ``cores_per_group`` cores with ``spine_core_links`` links each) when that is
+    the fewest, else spread (link ``j * u2 + i`` of spine ``j`` to core ``(j * u2 + i) mod cores``)."""
+    u2 = up[1]
+    cores, _ = upper_tier(pods, spines_per_pod * u2, radix[2])
     cores_per_group = smallest_divisor_at_least(u2, pods * u2 / radix[2])
-    return ClosPlan(3, endpoints, radix, (d1, d2, radix[2]), (u1, u2, 0), leaves, leaves_per_pod, pods,
-                    pods * u1, u1, 1, u1 * cores_per_group, cores_per_group, u2 // cores_per_group, limit)
+    if spines_per_pod * cores_per_group == cores:   # the fewest is the vendor form: a core group per spine index
+        return ClosPlan(3, endpoints, radix, down, up, leaves, leaves_per_pod, pods, pods * spines_per_pod,
+                        spines_per_pod, leaf_spine_links, spines_per_pod * cores_per_group, cores_per_group,
+                        u2 // cores_per_group, limit)
+    return ClosPlan(3, endpoints, radix, down, up, leaves, leaves_per_pod, pods, pods * spines_per_pod,
+                    spines_per_pod, leaf_spine_links, cores, cores, 0, limit)
 
 
 def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int) -> ClosPlan:
@@ -199,7 +237,7 @@ def add_tree(builder: TopologyBuilder, plan: ClosPlan, plane: int, endpoints: np
     ``endpoint_leaf[e]``, leaf ``l`` in pod ``leaf_pod[l]``); with 2 or more tiers, every pod has
     ``plan.spines_per_pod`` spines and each leaf ``plan.leaf_spine_links`` links to each spine of its pod;
     with 3 tiers, spine ``j`` of every pod links to core group ``j`` (``plan.cores_per_group`` cores,
-    ``plan.spine_core_links`` links to each)."""
+    ``plan.spine_core_links`` links to each). A count of 0 parallel links means spread (``upper_tier``)."""
     prefix = f"p{plane}."
     leaves = builder.add_nodes("switch", plan.leaves, prefix + "leaf", tier=0, model=models["leaf"],
                                plane=plane, pod=leaf_pod, rail=leaf_rail)
@@ -211,20 +249,26 @@ def add_tree(builder: TopologyBuilder, plan: ClosPlan, plane: int, endpoints: np
     spine_pod = np.arange(plan.spines, dtype=np.int32) // per_pod
     spines = builder.add_nodes("switch", plan.spines, prefix + "spine", tier=1, model=models["spine"],
                                plane=plane, pod=spine_pod)
-    per_leaf = per_pod * plan.leaf_spine_links
+    per_leaf = plan.up[0]
+    if plan.leaf_spine_links:   # every leaf the same parallel links to each spine of its pod
+        slot = np.repeat(np.arange(per_pod), plan.leaf_spine_links)
+    else:                       # spread: link i to spine i mod spines (upper_tier)
+        slot = np.arange(per_leaf) % per_pod
     a = np.repeat(leaves, per_leaf)
-    b = spines[np.repeat(leaf_pod.astype(np.int64), per_leaf) * per_pod
-               + np.tile(np.repeat(np.arange(per_pod), plan.leaf_spine_links), plan.leaves)]
+    b = spines[np.repeat(leaf_pod.astype(np.int64), per_leaf) * per_pod + np.tile(slot, plan.leaves)]
     builder.add_links(a, b, link_gbps, cable_latency_ns(cabling["spine"]), medium_for(cabling["spine"]), "spine")
     if plan.tiers == 2:
         return
     cores = builder.add_nodes("switch", plan.cores, prefix + "core", tier=2, model=models["core"], plane=plane)
-    group = np.arange(plan.spines, dtype=np.int64) % per_pod
-    per_spine = plan.cores_per_group * plan.spine_core_links
-    a = np.repeat(spines, per_spine)
-    b = cores[np.repeat(group, per_spine) * plan.cores_per_group
-              + np.tile(np.repeat(np.arange(plan.cores_per_group), plan.spine_core_links), plan.spines)]
-    builder.add_links(a, b, link_gbps, cable_latency_ns(cabling["core"]), medium_for(cabling["core"]), "core")
+    index = np.arange(plan.spines, dtype=np.int64) % per_pod   # a spine's index in its pod
+    per_spine = plan.up[1]
+    if plan.spine_core_links:   # spine j of every pod to core group j
+        core = (np.repeat(index, per_spine) * plan.cores_per_group
+                + np.tile(np.repeat(np.arange(plan.cores_per_group), plan.spine_core_links), plan.spines))
+    else:                       # spread: link j * u2 + i of every pod to core (j * u2 + i) mod cores
+        core = (np.repeat(index, per_spine) * per_spine + np.tile(np.arange(per_spine), plan.spines)) % plan.cores
+    builder.add_links(np.repeat(spines, per_spine), cores[core], link_gbps, cable_latency_ns(cabling["core"]),
+                      medium_for(cabling["core"]), "core")
 
 
 def clos_bisection_gbps(plan: ClosPlan, link_gbps: float) -> float:

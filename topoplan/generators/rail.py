@@ -36,7 +36,7 @@ from ..errors import Refused
 from ..spec import Design
 from ..topology import Topology, TopologyBuilder
 from ..layout import TreeLayout
-from .clos import (TIER_NAMES, ClosPlan, add_tree, check_ratios_apply, leaf_split, smallest_divisor_at_least,
+from .clos import (TIER_NAMES, ClosPlan, add_tree, check_ratios_apply, leaf_split, three_tier_plan, upper_tier,
                    models_present, reduces_in_network, tree_layout)
 from .hosts import add_hosts, check_fits_in_memory, check_nic_planes, resolve_link_speed
 
@@ -74,9 +74,9 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
                           f"servers); this design needs {leaves_per_pod2}", path="fabric.tiers" if tiers else "cluster",
                           hint="set tiers: 3 (rail-optimized), add planes, or use a switch with more ports"
                           if topology != "rail-only" else "rail-only has no third tier; use more ports per switch")
-        spines = smallest_divisor_at_least(u1, leaves_per_pod2 * u1 / R2)
+        spines, per_pair = upper_tier(leaves_per_pod2, u1, R2)
         plan = ClosPlan(2, endpoints, radix, (d1, R2), (u1, 0), leaves, leaves_per_pod2, pods2, pods2 * spines,
-                        spines, u1 // spines, 0, 0, 0, R2 * su * (rails if not per_rail else 1))
+                        spines, per_pair, 0, 0, 0, R2 * su * (rails if not per_rail else 1))
         leaf_pod = rail_of_leaf if per_rail else np.zeros(leaves, dtype=np.int32)
         return plan, su, sus, leaf_pod
     if per_rail:
@@ -96,11 +96,9 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     if pods > R3:
         raise Refused(f"a three-tier rail fabric holds at most {R3} pods; this design needs {pods}",
                       path="fabric.tiers" if tiers else "cluster", hint="add planes, or use switches with more ports")
-    spines_per_pod = smallest_divisor_at_least(u1, leaves_per_pod * u1 / d2)  # divisor rule inside a pod
-    cores_per_group = smallest_divisor_at_least(u2, pods * u2 / R3)
-    plan = ClosPlan(3, endpoints, radix, (d1, d2, R3), (u1, u2, 0), leaves, leaves_per_pod, pods,
-                    pods * spines_per_pod, spines_per_pod, u1 // spines_per_pod, spines_per_pod * cores_per_group,
-                    cores_per_group, u2 // cores_per_group, R3 * leaves_per_pod * su)
+    spines_per_pod, per_pair = upper_tier(leaves_per_pod, u1, d2)   # inside a pod, on the spines' down ports
+    plan = three_tier_plan(endpoints, radix, (d1, d2, R3), (u1, u2, 0), leaves, leaves_per_pod, pods, spines_per_pod,
+                           per_pair, R3 * leaves_per_pod * su)
     return plan, su, sus, leaf_pod.astype(np.int32)
 
 

@@ -7,10 +7,11 @@ sizing rules of the fat-tree generator (``generators/clos.py``), per plane of ``
 
 * leaf: ``d1`` ports down and ``u1`` up, ``d1 + u1`` = its radix, ``d1 <= ratio * u1``;
   leaves ``L = ceil(E / d1)``;
-* two tiers: spines ``S``, the smallest divisor of ``u1`` with ``S * radix_spine >= L * u1``;
+* two tiers: spines ``S = ceil(u1 / floor(radix_spine / L))`` (``clos.upper_tier``: every spine takes
+  the same number of links from every leaf);
 * three tiers: spines split half down, half up (``d2``, ``u2``); leaves per pod ``min(L, d2)``, pods
-  ``ceil(L / per pod)``, spines ``pods * u1``; cores per group ``g``, the smallest divisor of ``u2`` with
-  ``g * radix_core >= pods * u2``; cores ``u1 * g``.
+  ``ceil(L / per pod)``, spines ``pods * u1``; cores ``ceil(u1 * u2 / floor(radix_core / pods))`` (the
+  same rule over the pods).
 
 The products of counts make this a small integer program, which OR-Tools CP-SAT solves exactly (one
 worker, so the answer is deterministic). ``plan_cost`` prices any plan the same way without a solver:
@@ -178,9 +179,19 @@ def size_fat_tree(catalog: Catalog, server_id: str, gpus: int, planes: int, swit
     model.add_multiplication_equality(leaf_links, [leaves, up1])
     spines, cores = var(1, E * top, "spines"), var(0, E * top, "cores")
     spine_links = var(0, E * top * top, "core_links")
+    def fewest_above(switches, units, uplinks, name):
+        """The generator's ``upper_tier`` count: switches = ceil(uplinks / cap), where cap = floor(R / units)
+        is the most links one switch of the tier above can take from each unit (R fixed per choice below)."""
+        cap, cap_units = var(1, top, f"{name}_cap"), var(1, top * E, f"{name}_cap_x_units")
+        model.add_multiplication_equality(cap_units, [cap, units])
+        switches_cap = var(0, E * top * top, f"{name}_x_cap")
+        model.add_multiplication_equality(switches_cap, [switches, cap])
+        model.add(switches_cap >= uplinks)
+        model.add(switches_cap - cap <= uplinks - 1)
+        return cap_units, units
+
     if tiers == 2:
-        per_spine = var(1, top, "links_per_spine")          # up1 = spines * per_spine: spines divide up1
-        model.add_multiplication_equality(up1, [spines, per_spine])
+        per_leaf = fewest_above(spines, leaves, up1, "spines")
         model.add(cores == 0)
         model.add(spine_links == 0)
     else:
@@ -193,23 +204,22 @@ def size_fat_tree(catalog: Catalog, server_id: str, gpus: int, planes: int, swit
         model.add(pod_ports >= leaves)
         model.add(pod_ports - per_pod <= leaves - 1)     # pods = ceil(leaves / per_pod)
         model.add_multiplication_equality(spines, [pods, up1])
-        group, per_core = var(1, top, "cores_per_group"), var(1, top, "links_per_core")
-        model.add_multiplication_equality(up2, [group, per_core])  # the group size divides up2
-        pod_up = var(0, E * top, "pods_x_up2")
-        model.add_multiplication_equality(pod_up, [pods, up2])
-        model.add_multiplication_equality(cores, [up1, group])
+        pod_up = var(0, E * top, "pod_uplinks")            # every pod has up1 spines of up2 uplinks
+        model.add_multiplication_equality(pod_up, [up1, up2])
+        per_pod = fewest_above(cores, pods, pod_up, "cores")
         model.add_multiplication_equality(spine_links, [spines, up2])
     cost = var(0, 10**15, "cost_cents")
     for choice, chosen in zip(choices, pick):
         radix = choice.radix
         model.add(down1 + up1 == radix[0]).only_enforce_if(chosen)
-        if tiers == 2:
-            model.add(spines * radix[1] >= leaf_links).only_enforce_if(chosen)
-        else:
+        above = radix[1] if tiers == 2 else radix[2]
+        cap_units, units = per_leaf if tiers == 2 else per_pod
+        model.add(cap_units <= above).only_enforce_if(chosen)           # cap = floor(R / units)
+        model.add(cap_units + units >= above + 1).only_enforce_if(chosen)
+        if tiers == 3:
             d2, u2 = split_ports(radix[1], 1.0)
             model.add(down2 == d2).only_enforce_if(chosen)
             model.add(up2 == u2).only_enforce_if(chosen)
-            model.add(group * radix[2] >= pod_up).only_enforce_if(chosen)
         terms = [planes * (choice.prices_cents[0] * leaves + choice.prices_cents[1] * spines
                            + choice.prices_cents[2] * cores)]
         for links, optics in zip([E, leaf_links, spine_links][:tiers], choice.tier_optics):
