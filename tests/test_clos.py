@@ -124,7 +124,7 @@ def _gpu_graph(topology):
     return graph
 
 
-@pytest.mark.parametrize("gpus,tiers,expected", [(16, None, 2), (256, None, 4), (512, 3, 4), (2048, 3, 6)])
+@pytest.mark.parametrize("gpus,tiers,expected", [(16, None, 2), (256, None, 4), (2048, 3, 6)])
 def test_diameter_matches_networkx(make_design, catalog, gpus, tiers, expected):
     design = make_design(cluster={"server": "generic-1gpu", "gpus": gpus},
                          fabric={"tiers": tiers, "switch": "generic-48x400g" if gpus <= 16 else "nvidia-qm9700"})
@@ -138,6 +138,17 @@ def test_diameter_matches_networkx(make_design, catalog, gpus, tiers, expected):
         lengths = nx.single_source_dijkstra_path_length(graph, int(source))
         worst = max(worst, max(lengths[int(g)] for g in gpus_ids))
     assert worst == expected
+
+
+@pytest.mark.parametrize("topology", ["fat-tree", "rail-optimized"])
+def test_a_third_tier_over_one_pod_is_refused(make_design, catalog, topology):
+    """512 GPUs fill 16 leaves of one pod: a core would carry nothing, so tiers: 3 is refused, not priced."""
+    server = {"server": "generic-1gpu", "gpus": 512} if topology == "fat-tree" else {"gpus": 512}
+    design = make_design(cluster=server, fabric={"topology": topology, "tiers": 3})
+    with pytest.raises(InfeasibleDesign, match=r"fabric.tiers: .* one pod, so the \d+ core switches of a third "
+                                               r"tier would carry no traffic \(hint: remove tiers"):
+        generate(design, catalog)
+    assert generate(make_design(cluster=server, fabric={"topology": topology, "tiers": 2}), catalog).layout.tiers == 2
 
 
 @pytest.mark.parametrize("ratio,tiers,gpus", [(1, 2, 512), (3, 2, 8 * 48), (1, 3, 2048), (7, 2, 8 * 56),
@@ -221,8 +232,9 @@ def test_partial_builds_are_well_formed(catalog, servers, ratio, tiers):
                                         fabric={"oversubscription": ratio, "tiers": tiers}), catalog)
     try:
         topology = generate(design, catalog)
-    except InfeasibleDesign:
-        assert ratio != 1 or tiers is None  # only oversubscription rules can refuse small builds
+    except InfeasibleDesign as err:
+        # only oversubscription rules, or a third tier over a single pod, can refuse small builds
+        assert ratio != 1 or (tiers == 3 and "would carry no traffic" in str(err))
         return
     assert topology.check() == []
     degree = np.bincount(topology.src, minlength=topology.num_nodes)

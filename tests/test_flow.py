@@ -130,8 +130,9 @@ CLOS_CASES = [
     {"cluster": {"gpus": 384}, "fabric": {"oversubscription": 3}},
     {"cluster": {"server": "hgx-b300", "gpus": 512}, "fabric": {"planes": 2}},
     {"cluster": {"server": "pcie-8gpu-l40s", "gpus": 256}},
-    {"cluster": {"server": "generic-1gpu", "gpus": 300}, "fabric": {"tiers": 3, "oversubscription": {"spine": 3}}},
-    {"cluster": {"server": "generic-1gpu", "gpus": 150}, "fabric": {"switch": "generic-48x400g", "tiers": 3}},
+    # three tiers over two pods (one pod would leave the core with no traffic, refused)
+    {"cluster": {"server": "generic-1gpu", "gpus": 1600}, "fabric": {"tiers": 3, "oversubscription": {"spine": 3}}},
+    {"cluster": {"server": "generic-1gpu", "gpus": 620}, "fabric": {"switch": "generic-48x400g", "tiers": 3}},
 ]
 
 

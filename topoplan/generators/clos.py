@@ -164,7 +164,16 @@ def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int
         where = "fabric.leaf_uplinks" if fabric.leaf_uplinks else "fabric.oversubscription"
         raise design.infeasible(where, str(err), "use a split the port count allows") from None
     check_ratios_apply(design, plan)
+    check_core_carries_traffic(design, plan)
     return plan
+
+
+def check_core_carries_traffic(design: Design, plan: ClosPlan) -> None:
+    """Three tiers on one pod: no path crosses the core, so it would be priced for nothing."""
+    if plan.tiers == 3 and plan.pods == 1:
+        raise design.infeasible("fabric.tiers", f"the {plan.leaves:,} leaves per plane make one pod, so the "
+                                f"{plan.cores:,} core switches of a third tier would carry no traffic",
+                                "remove tiers (two fit), or set tiers: 2")
 
 
 def check_ratios_apply(design: Design, plan: ClosPlan) -> None:

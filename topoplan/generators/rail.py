@@ -36,7 +36,7 @@ from ..errors import Refused
 from ..spec import Design
 from ..topology import Topology, TopologyBuilder
 from ..layout import TreeLayout
-from .clos import (TIER_NAMES, ClosPlan, add_tree, check_ratios_apply, leaf_split, three_tier_plan, upper_tier,
+from .clos import (TIER_NAMES, ClosPlan, add_tree, check_core_carries_traffic, check_ratios_apply, leaf_split, three_tier_plan, upper_tier,
                    models_present, reduces_in_network, tree_layout)
 from .hosts import add_hosts, check_fits_in_memory, check_nic_planes, resolve_link_speed
 
@@ -127,6 +127,7 @@ def generate(design: Design, catalog: Catalog) -> Topology:
         raise design.infeasible("fabric.leaf_uplinks" if fabric.leaf_uplinks else "fabric.oversubscription",
                                 str(err), "use a split the port count allows") from None
     check_ratios_apply(design, plan)
+    check_core_carries_traffic(design, plan)
     arcs = 2 * (design.gpus * 2 + planes * plan.endpoints * plan.tiers)
     check_fits_in_memory(design, arcs)
 
