@@ -327,3 +327,42 @@ def test_the_oversubscribed_core_of_the_issue_builds_the_cores_its_links_need(ca
     assert plan.spines * plan.up[1] == 2496 and plan.cores == 42
     core_links = int((topology.link_tier == LINK_TIER["core"]).sum()) // 2
     assert core_links == 2496
+
+
+# --- pod size (issue 14, item 2) -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("topology", ["fat-tree", "rail-optimized"])
+def test_pods_of_a_given_size_and_their_cross_pod_cut(make_design, catalog, topology):
+    """512 DGX H100 at 15:1 from spine to core, pods of 128 servers: 4 pods of 32 leaves per plane; the
+    bisection is the cross-pod cut (half the spines' uplinks), far below the pods' own; diameter 6."""
+    from topoplan.flow.bisection import bisection
+
+    design = make_design(cluster={"gpus": None, "servers": 512},
+                         fabric={"topology": topology, "tiers": 3, "oversubscription": {"spine": 15},
+                                 "pod": {"servers": 128}})
+    topology_ = generate(design, catalog)
+    plan = topology_.layout.tree.plan
+    assert (plan.pods, plan.leaves_per_pod, plan.spines_per_pod, plan.up[1]) == (4, 32, 32, 4)
+    assert np.bincount(topology_.pod[topology_.tier == 0]).tolist() == [32, 32, 32, 32]
+    assert topology_.layout.bisection_gbps == plan.spines * plan.up[1] * 400 / 2
+    assert topology_.layout.diameter_hops == 6
+    assert bisection(topology_).gbps == topology_.layout.bisection_gbps
+    natural = generate(make_design(cluster={"gpus": None, "servers": 512},
+                                   fabric={"topology": topology, "tiers": 3, "oversubscription": {"spine": 15}}),
+                       catalog).layout.tree.plan
+    assert natural.pods < plan.pods          # without pod: as large as the 30 down ports of a spine allow
+
+
+@pytest.mark.parametrize("fabric,path,message", [
+    ({"pod": {"servers": 98}}, "fabric.pod.servers", "does not fill whole leaves of 32 ports"),
+    ({"pod": {"servers": 256}}, "fabric.pod.servers", "needs spines with 64 ports down; they have 32"),
+    ({"pod": {"servers": 64}, "tiers": 2}, "fabric.tiers", "need a core tier above them"),
+    ({"pod": {"servers": 2048}}, "fabric.pod.servers", "does not fit two tiers"),
+    ({"topology": "rail-optimized", "pod": {"servers": 48}}, "fabric.pod.servers", "not a whole number of scalable"),
+    ({"topology": "rail-only", "pod": {"servers": 64}}, "fabric.pod", "apply to fat-tree and rail-optimized"),
+])
+def test_pods_that_cannot_be_built_are_refused_with_a_hint(make_design, catalog, fabric, path, message):
+    from topoplan.errors import TopoplanError
+
+    with pytest.raises(TopoplanError, match=f"{path}: .*{message}.*hint: "):
+        generate(make_design(cluster={"gpus": None, "servers": 512}, fabric=fabric), catalog)

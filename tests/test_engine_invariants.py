@@ -63,6 +63,11 @@ FABRICS = {
     # spine indices (the divisor rule built one core per spine index, 24, each a third used)
     "fat-tree-3tier-spread": dict(cluster={"server": "generic-1gpu", "gpus": 1008},
                                   fabric={"switch": "generic-48x400g", "tiers": 3, "oversubscription": {"spine": 5.86}}),
+    # pods of 12 servers (6 leaves of 2 GPUs, 38 uplinks each on 40 ports) in a 3-tier fabric: 4 pods, the
+    # last one of 4 leaves; 38 spines of 1 uplink per pod; 4 cores spread (at most 10 links from each pod)
+    "fat-tree-3tier-pods": dict(cluster={"server": "generic-1gpu", "gpus": 44},
+                                fabric={"switch": "nvidia-qm8700", "tiers": 3, "leaf_uplinks": 38,
+                                        "oversubscription": {"spine": 39}, "pod": {"servers": 12}}),
     # 3:1 leaves (36 down, 12 up), 5 leaves, 2 spines: the LP has something to balance once links change
     "fat-tree-oversubscribed": dict(cluster={"server": "generic-1gpu", "gpus": 180},
                                     fabric={"switch": "generic-48x400g", "oversubscription": 3}),
@@ -83,7 +88,7 @@ for _name, _grid in RAILX.items():
                           fabric={"topology": "railx", "switch": None, "railx": {"ocs": "calient-s320", **_grid}})
 
 TREES = ("fat-tree-2tier", "fat-tree-2tier-dgx", "fat-tree-3tier", "fat-tree-3tier-lp", "fat-tree-oversubscribed",
-         "fat-tree-2tier-spread", "fat-tree-3tier-spread", "rail-optimized", "rail-only")
+         "fat-tree-2tier-spread", "fat-tree-3tier-spread", "fat-tree-3tier-pods", "rail-optimized", "rail-only")
 FRACTIONAL = ("ecmp", "ecmp-generic", "clos", "railx")  # deterministic even splits
 
 

@@ -84,6 +84,10 @@ DESIGN_SCHEMA = Obj({
         "leaf_uplinks": Key(Int(minimum=1, doc="up ports per leaf; the rest point down (overrides the ratio)"),
                             False),
         "aggregation": Key(Enum(("any-to-any", "same-rail")), False, "any-to-any"),
+        "pod": Key(Obj({
+            "servers": Key(Int(minimum=1, maximum=MAX_GPUS, doc="servers per pod"), True),
+        }, doc="pods of this many servers under a core tier (fat-tree, rail-optimized); default as large as "
+               "the spines' down ports allow"), False),
         "cabling": Key(Map(TIER_NAMES + ("ocs",), Enum(REACH_CLASSES)), False),
         "railx": Key(Obj({
             "columns": Key(Int(minimum=1, maximum=4096, doc="nodes per row"), True),
@@ -132,6 +136,7 @@ class Fabric:
     leaf_uplinks: int | None = None
     aggregation: str = "any-to-any"
     cabling: dict = field(default_factory=lambda: dict(DEFAULT_CABLING))
+    pod_servers: int | None = None  # servers per pod under the core (None: as many as the spines allow)
     railx: dict | None = None
 
 
@@ -259,6 +264,10 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
         elif isinstance(railx, dict) and railx.get("ocs") not in (None, MISSING) and railx["ocs"] not in catalog.ocs:
             ctx.error(("fabric", "railx", "ocs"), f"unknown optical circuit switch '{railx['ocs']}'",
                       did_you_mean(railx["ocs"], catalog.ocs))
+        if fabric["pod"] is not None and fabric["topology"] not in ("fat-tree", "rail-optimized"):
+            ctx.error(("fabric", "pod"), f"pods apply to fat-tree and rail-optimized fabrics, not {fabric['topology']}",
+                      "remove it" + (" (a rail-only fabric's pods are its rails)" if fabric["topology"] == "rail-only"
+                                     else ""))
 
     if ctx.problems or has_missing(c):
         return {}
@@ -272,7 +281,8 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
     cabling.update(fabric["cabling"] or {})
     fab = Fabric(topology=fabric["topology"], switch=switch_ids, tiers=fabric["tiers"], oversubscription=over,
                  planes=fabric["planes"], scalable_unit=fabric["scalable_unit"], leaf_uplinks=fabric["leaf_uplinks"],
-                 aggregation=fabric["aggregation"], cabling=cabling, railx=fabric["railx"])
+                 aggregation=fabric["aggregation"], cabling=cabling, railx=fabric["railx"],
+                 pod_servers=(fabric["pod"] or {}).get("servers"))
     workload = _workload(c["workload"] or {}, gpus, ctx, c["fabric"]["topology"])
     targets = c["targets"] or {}
     names = {col.name for col in workload.collectives}

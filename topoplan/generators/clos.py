@@ -96,14 +96,23 @@ def max_endpoints(tiers: int, radix: tuple, down: tuple) -> int:
     return radix[2] * down[1] * down[0]
 
 
-def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None, leaf_uplinks: int | None = None
-              ) -> ClosPlan:
-    """Size one plane; ``tiers=None`` picks the fewest that fit. Raises ``ValueError`` with the reason."""
+def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None, leaf_uplinks: int | None = None,
+              pod_endpoints: int | None = None) -> ClosPlan:
+    """Size one plane; ``tiers=None`` picks the fewest that fit; ``pod_endpoints`` (optional) sets the pods'
+    size under the core. Raises ``ValueError`` or ``Refused`` with the reason."""
     d1, u1 = leaf_split(radix[0], ratios[0], leaf_uplinks)
     d2, u2 = split_ports(radix[1], ratios[1])
     if d1 < 1 or u1 < 1:
         raise ValueError(f"a {radix[0]}-port leaf cannot be split {ratios[0]:g}:1")
+    if pod_endpoints is not None and pod_endpoints < endpoints:
+        return _plan_pods(endpoints, radix, (d1, u1), (d2, u2), tiers, pod_endpoints)
     candidates = [tiers] if tiers else [1, 2, 3]
+    if pod_endpoints is not None and tiers is None:   # one pod holds the cluster: no core above it
+        candidates = [1, 2]
+        if endpoints > max_endpoints(2, radix, (d1, d2)):
+            raise Refused(f"one pod of all {endpoints:,} NIC ports per plane does not fit two tiers (at most "
+                          f"{max_endpoints(2, radix, (d1, d2)):,})", path="fabric.pod.servers",
+                          hint="use smaller pods under a core, or remove fabric.pod")
     for t in candidates:
         limit = max_endpoints(t, radix, (d1, d2))
         if endpoints <= limit:
@@ -124,6 +133,32 @@ def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None, le
     pods = math.ceil(leaves / leaves_per_pod)
     return three_tier_plan(endpoints, radix, (d1, d2, radix[2]), (u1, u2, 0), leaves, leaves_per_pod, pods, u1, 1,
                            limit)
+
+
+def _plan_pods(endpoints: int, radix: tuple, leaf: tuple, spine: tuple, tiers: int | None,
+               pod_endpoints: int) -> ClosPlan:
+    """Three tiers with pods of ``pod_endpoints`` NIC ports: whole leaves per pod, and no more of them than
+    a spine has ports down."""
+    (d1, u1), (d2, u2) = leaf, spine
+    if tiers is not None and tiers != 3:
+        raise Refused(f"pods smaller than the cluster need a core tier above them, not {tiers} tier(s)",
+                      path="fabric.tiers", hint="set tiers: 3, or remove fabric.pod")
+    if pod_endpoints % d1:
+        raise Refused(f"a pod of {pod_endpoints:,} NIC ports per plane does not fill whole leaves of {d1} ports",
+                      path="fabric.pod.servers", hint=f"use a pod whose NIC ports per plane are a multiple of {d1}")
+    leaves_per_pod = pod_endpoints // d1
+    if leaves_per_pod > d2:
+        raise Refused(f"a pod of {leaves_per_pod:,} leaves needs spines with {leaves_per_pod} ports down; they have "
+                      f"{d2}", path="fabric.pod.servers", hint=f"use pods of at most {d2 * d1:,} NIC ports per plane")
+    if d2 < 1 or u2 < 1:
+        raise ValueError(f"a {radix[1]}-port spine cannot be split this way")
+    leaves = math.ceil(endpoints / d1)
+    pods = math.ceil(leaves / leaves_per_pod)
+    if pods > radix[2]:
+        raise Refused(f"{pods:,} pods are more than a {radix[2]}-port core can reach", path="fabric.pod.servers",
+                      hint="use larger pods, or switches with more ports")
+    return three_tier_plan(endpoints, radix, (d1, d2, radix[2]), (u1, u2, 0), leaves, leaves_per_pod, pods, u1, 1,
+                           radix[2] * leaves_per_pod * d1)
 
 
 def three_tier_plan(endpoints: int, radix: tuple, down: tuple, up: tuple, leaves: int, leaves_per_pod: int,
@@ -148,8 +183,11 @@ def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int
     radix = tuple(m.radix_at(link_gbps)[0] for m in models)
     ratios = (fabric.oversubscription["leaf"], fabric.oversubscription["spine"])
     try:
-        plan = plan_clos(endpoints, radix, ratios, fabric.tiers, fabric.leaf_uplinks)
+        pod_endpoints = None if fabric.pod_servers is None else endpoints // design.cluster.servers * fabric.pod_servers
+        plan = plan_clos(endpoints, radix, ratios, fabric.tiers, fabric.leaf_uplinks, pod_endpoints)
     except Refused as err:
+        if err.path:
+            raise design.infeasible(err.path, err.message, err.hint) from None
         tiers, limit = err.facts["tiers"], err.facts["limit"]
         words = {1: "a single-switch", 2: "a two-tier", 3: "a three-tier"}[tiers]
         per_plane = f" per plane ({fabric.planes} planes)" if fabric.planes > 1 else ""

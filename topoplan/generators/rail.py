@@ -42,8 +42,9 @@ from .hosts import add_hosts, check_fits_in_memory, check_nic_planes, resolve_li
 
 
 def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplinks: int | None, tiers: int | None,
-              topology: str, aggregation: str, scalable_unit: int | None):
-    """Size one plane. Returns (plan, SU size, SU count, leaf_pod); raises ``Refused`` with the reason."""
+              topology: str, aggregation: str, scalable_unit: int | None, pod_servers: int | None = None):
+    """Size one plane. Returns (plan, SU size, SU count, leaf_pod); raises ``Refused`` with the reason.
+    ``pod_servers`` (optional, rail-optimized): pods of that many servers, whole SUs, under the core."""
     d1, u1 = leaf_split(radix[0], ratios[0], leaf_uplinks)
     R2, R3 = radix[1], radix[2]
     su = scalable_unit or d1
@@ -67,6 +68,18 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     pods2 = rails if per_rail else 1
     leaves_per_pod2 = leaves // pods2
     fits_two = leaves_per_pod2 <= R2
+    sus_per_pod = None
+    if pod_servers is not None and pod_servers < servers:
+        if pod_servers % su:
+            raise Refused(f"a pod of {pod_servers:,} servers is not a whole number of scalable units of {su}",
+                          path="fabric.pod.servers", hint=f"use a multiple of {su} servers, or set scalable_unit")
+        if tiers is not None and tiers != 3:
+            raise Refused(f"pods smaller than the cluster need a core tier above them, not {tiers} tier(s)",
+                          path="fabric.tiers", hint="set tiers: 3, or remove fabric.pod")
+        sus_per_pod, tiers = pod_servers // su, 3
+    elif pod_servers is not None and not fits_two:
+        raise Refused(f"one pod of all {servers:,} servers does not fit two tiers ({R2} leaves at most)",
+                      path="fabric.pod.servers", hint="use smaller pods under a core, or remove fabric.pod")
     if tiers == 2 or (tiers is None and fits_two) or topology == "rail-only":
         if not fits_two:
             what = "each rail's two-tier Clos" if per_rail else "a two-tier rail-optimized fabric"
@@ -80,20 +93,27 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
         leaf_pod = rail_of_leaf if per_rail else np.zeros(leaves, dtype=np.int32)
         return plan, su, sus, leaf_pod
     if per_rail:
-        sus_per_pod = min(sus, d2)
+        sus_per_pod = min(sus, d2) if sus_per_pod is None else sus_per_pod
         chunks = math.ceil(sus / sus_per_pod)
         pods = rails * chunks
         leaf_pod = rail_of_leaf * chunks + su_of_leaf // sus_per_pod
         leaves_per_pod = sus_per_pod
     else:
-        sus_per_pod = d2 // rails
-        if sus_per_pod < 1:
+        if d2 // rails < 1:
             raise Refused(f"a {R2}-port spine cannot hold one leaf per rail ({rails} rails)", path="fabric.switch",
                           hint="use a spine with more ports")
+        sus_per_pod = d2 // rails if sus_per_pod is None else sus_per_pod
         pods = math.ceil(sus / sus_per_pod)
         leaf_pod = su_of_leaf // sus_per_pod
         leaves_per_pod = sus_per_pod * rails
+    if leaves_per_pod > d2:
+        raise Refused(f"a pod of {leaves_per_pod:,} leaves needs spines with {leaves_per_pod} ports down; they have "
+                      f"{d2}", path="fabric.pod.servers",
+                      hint=f"use pods of at most {d2 // (1 if per_rail else rails) * su:,} servers")
     if pods > R3:
+        if pod_servers is not None:
+            raise Refused(f"{pods:,} pods are more than a {R3}-port core can reach", path="fabric.pod.servers",
+                          hint="use larger pods, or switches with more ports")
         raise Refused(f"a three-tier rail fabric holds at most {R3} pods; this design needs {pods}",
                       path="fabric.tiers" if tiers else "cluster", hint="add planes, or use switches with more ports")
     spines_per_pod, per_pair = upper_tier(leaves_per_pod, u1, d2)   # inside a pod, on the spines' down ports
@@ -120,7 +140,8 @@ def generate(design: Design, catalog: Catalog) -> Topology:
                                 "use tiers: 2, or rail-optimized with aggregation: same-rail for a core tier")
     try:
         plan, su, sus, leaf_pod = plan_rail(design.cluster.servers, rails, radix, ratios, fabric.leaf_uplinks,
-                                            fabric.tiers, fabric.topology, fabric.aggregation, fabric.scalable_unit)
+                                            fabric.tiers, fabric.topology, fabric.aggregation, fabric.scalable_unit,
+                                            fabric.pod_servers)
     except Refused as err:
         raise design.infeasible(err.path, err.message, err.hint) from None
     except ValueError as err:
