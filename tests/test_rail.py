@@ -56,6 +56,27 @@ def test_hpn_like_pod(in_root, catalog):
     assert pairs.shape[1] == 240 * 60 and set(counts.tolist()) == {2}
 
 
+def test_hpn_like_two_pods_under_a_15_to_1_core(in_root, catalog):
+    """Two HPN pods (designs/hpn-2pod-30k.yaml): each pod is the 15k pod above (120 ToRs and 60 aggregation
+    switches per plane); 15:1 from aggregation to core makes the cross-pod bisection a fifteenth of what a
+    GPU's ToR uplinks carry (400 Gb/s x 120/128), 25 Gb/s per GPU; a path between pods crosses six links.
+    The core carries that cut: cores x ports >= the aggregation uplinks, and one core fewer could not."""
+    from topoplan.flow.bisection import bisection
+
+    topology = generate(load_design("designs/hpn-2pod-30k.yaml", catalog), catalog)
+    plan = topology.layout.tree.plan
+    switches = topology.kind == KIND["switch"]
+    leaves, spines = switches & (topology.tier == 0), switches & (topology.tier == 1)
+    assert np.bincount(topology.pod[leaves]).tolist() == [2 * 120, 2 * 120]     # per pod, two planes
+    assert np.bincount(topology.pod[spines]).tolist() == [2 * 60, 2 * 60]
+    cut = bisection(topology)
+    assert cut.gbps == topology.layout.bisection_gbps
+    assert cut.gbps / (30720 / 2) == pytest.approx(400 * 120 / 128 / 15)
+    assert topology.layout.diameter_hops == 6
+    uplinks = plan.pods * plan.spines_per_pod * plan.up[1]
+    assert plan.cores * plan.radix[2] >= uplinks > (plan.cores - 1) * (plan.radix[2] // plan.pods) * plan.pods
+
+
 def test_partial_scalable_unit_builds_the_full_unit(make_design, catalog):
     _, full = _rail(make_design, catalog, servers=64, scalable_unit=32)
     _, partial = _rail(make_design, catalog, servers=40, scalable_unit=32)
