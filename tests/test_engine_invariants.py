@@ -63,6 +63,11 @@ FABRICS = {
     # spine indices (the divisor rule built one core per spine index, 24, each a third used)
     "fat-tree-3tier-spread": dict(cluster={"server": "generic-1gpu", "gpus": 1008},
                                   fabric={"switch": "generic-48x400g", "tiers": 3, "oversubscription": {"spine": 5.86}}),
+    # rail-only of three tiers: 26 DGX H100 in SUs of one server, so each rail's 26 leaves make two pods
+    # (24 + 2) under cores of that rail only; cross-rail traffic between servers has no path but PXN
+    "rail-only-3tier": dict(cluster={"gpus": None, "servers": 26},
+                            fabric={"topology": "rail-only", "switch": "generic-48x400g", "tiers": 3,
+                                    "scalable_unit": 1, "leaf_uplinks": 2}),
     # pods of 12 servers (6 leaves of 2 GPUs, 38 uplinks each on 40 ports) in a 3-tier fabric: 4 pods, the
     # last one of 4 leaves; 38 spines of 1 uplink per pod; 4 cores spread (at most 10 links from each pod)
     "fat-tree-3tier-pods": dict(cluster={"server": "generic-1gpu", "gpus": 44},
@@ -88,14 +93,15 @@ for _name, _grid in RAILX.items():
                           fabric={"topology": "railx", "switch": None, "railx": {"ocs": "calient-s320", **_grid}})
 
 TREES = ("fat-tree-2tier", "fat-tree-2tier-dgx", "fat-tree-3tier", "fat-tree-3tier-lp", "fat-tree-oversubscribed",
-         "fat-tree-2tier-spread", "fat-tree-3tier-spread", "fat-tree-3tier-pods", "rail-optimized", "rail-only")
+         "fat-tree-2tier-spread", "fat-tree-3tier-spread", "fat-tree-3tier-pods", "rail-optimized", "rail-only",
+         "rail-only-3tier")
 FRACTIONAL = ("ecmp", "ecmp-generic", "clos", "railx")  # deterministic even splits
 
 
 def applicable(fabric: str) -> tuple:
     if fabric in ("fat-tree-3tier", "fat-tree-3tier-spread"):  # LPs of 3 s a solve: optimal runs on -3tier-lp
         return ("ecmp", "ecmp-generic", "ecmp-hash", "clos")
-    if fabric == "rail-only":  # optimal raises on unreachable pairs: test_optimal_reports_unreachable_pairs
+    if fabric in ("rail-only", "rail-only-3tier"):  # optimal: test_optimal_reports_unreachable_pairs
         return ("ecmp", "ecmp-generic", "ecmp-hash", "clos")
     if fabric in TREES:
         return ("ecmp", "ecmp-generic", "ecmp-hash", "optimal", "clos")

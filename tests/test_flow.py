@@ -133,6 +133,12 @@ CLOS_CASES = [
     # three tiers over two pods (one pod would leave the core with no traffic, refused)
     {"cluster": {"server": "generic-1gpu", "gpus": 1600}, "fabric": {"tiers": 3, "oversubscription": {"spine": 3}}},
     {"cluster": {"server": "generic-1gpu", "gpus": 620}, "fabric": {"switch": "generic-48x400g", "tiers": 3}},
+    # spread wiring (prime uplink counts) and pods of a given size
+    {"cluster": {"server": "generic-1gpu", "gpus": 352}, "fabric": {"switch": "generic-48x400g", "leaf_uplinks": 13}},
+    {"cluster": {"server": "generic-1gpu", "gpus": 1008},
+     "fabric": {"switch": "generic-48x400g", "tiers": 3, "oversubscription": {"spine": 5.86}}},
+    {"cluster": {"server": "generic-1gpu", "gpus": 1600},
+     "fabric": {"tiers": 3, "oversubscription": {"spine": 3}, "pod": {"servers": 320}}},
 ]
 
 

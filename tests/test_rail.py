@@ -134,6 +134,11 @@ def test_pxn_of_whole_server_alltoall_groups_equals_listing_pairs(make_design, c
     {"cluster": {"gpus": 2048}, "fabric": {"topology": "rail-optimized", "scalable_unit": 16, "tiers": 3}},
     {"cluster": {"gpus": 1024}, "fabric": {"topology": "rail-only", "scalable_unit": 16}},
     {"cluster": {"server": "pcie-8gpu-l40s", "gpus": 512}, "fabric": {"topology": "rail-only", "scalable_unit": 16}},
+    # rail-only of three tiers (cores per rail) and rail-optimized with pods of 2 SUs
+    {"cluster": {"gpus": None, "servers": 26}, "fabric": {"topology": "rail-only", "switch": "generic-48x400g",
+                                                         "tiers": 3, "scalable_unit": 1, "leaf_uplinks": 2}},
+    {"cluster": {"gpus": 2048}, "fabric": {"topology": "rail-optimized", "scalable_unit": 16, "tiers": 3,
+                                          "pod": {"servers": 32}}},
     {"cluster": {"server": "hgx-b300", "gpus": 512}, "fabric": {"topology": "rail-optimized", "planes": 2,
                                                                 "scalable_unit": 16}},
 ])
@@ -294,3 +299,28 @@ def test_railx_100k_design(in_root, catalog):
     assert design.gpus >= 100_000
     assert 2 <= topology.layout.diameter_hops <= 4
     assert topology.switches_by_tier()["ocs"] > 0
+
+
+@pytest.mark.parametrize("gpus", [32768, 131072])
+def test_rail_only_of_three_tiers_builds_past_a_two_tier_rail(make_design, catalog, gpus):
+    """On 64-port switches a rail of more than 2,048 servers is a three-tier Clos of its own: N/32 leaves and
+    spines and N/64 cores per plane (N NIC ports), every core serving one rail (no link joins two rails)."""
+    from topoplan.generators.rail import plan_rail
+
+    servers = gpus // 8
+    plan, _su, _sus, _leaf_pod = plan_rail(servers, 8, (64, 64, 64), (1, 1), None, None, "rail-only", "any-to-any", 32)
+    assert (plan.tiers, plan.core_islands) == (3, 8)
+    assert (plan.leaves, plan.spines, plan.cores) == (gpus // 32, gpus // 32, gpus // 64)
+    if gpus > 32768:
+        return
+    topology = generate(make_design(cluster={"server": "dgx-b200", "gpus": gpus},
+                                    fabric={"topology": "rail-only", "switch": "nvidia-qm9700", "scalable_unit": 32}),
+                        catalog)
+    assert topology.switches_by_tier() == {"leaf": gpus // 32, "spine": gpus // 32, "core": gpus // 64}
+    switch_arcs = (topology.kind[topology.src] == KIND["switch"]) & (topology.kind[topology.dst] == KIND["switch"])
+    rail_of = topology.rail.copy()
+    spines = (topology.kind == KIND["switch"]) & (topology.tier == 1)
+    rail_of[spines] = topology.pod[spines] // (plan.pods // 8)       # a spine's rail: its pod's
+    ends = rail_of[topology.src[switch_arcs]], rail_of[topology.dst[switch_arcs]]
+    assert (ends[0] == ends[1]).all() and (ends[0] >= 0).all()
+    assert topology.layout.diameter_hops == 6

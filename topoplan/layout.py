@@ -36,6 +36,7 @@ class ClosPlan:
     cores_per_group: int
     spine_core_links: int
     max_endpoints: int
+    core_islands: int = 1  # disjoint sets of cores (rail-only: one per rail), each over pods / core_islands pods
 
     @property
     def switches(self) -> int:

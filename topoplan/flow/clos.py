@@ -45,7 +45,8 @@ class ClosIndex:
     down_arcs: np.ndarray     # per node: number of down-arcs arriving from the tier above
     spines_in_pod: np.ndarray  # per pod key (plane * pods + pod)
     pods: int
-    isolated_pods: bool       # no core: leaves of different pods cannot reach each other
+    isolated_pods: bool       # some pods cannot reach each other (no core, or cores per rail)
+    pod_island: np.ndarray    # per pod: which pods it reaches (same id), through the cores
     arcs_of: dict = None      # category -> its arc ids (route() fills loads category by category)
 
 
@@ -95,11 +96,28 @@ def _index(topology: Topology) -> ClosIndex | str:
     pods = int(topology.pod[topology.kind == KIND["switch"]].max(initial=0)) + 1
     spines = np.flatnonzero((kind == KIND["switch"]) & (tier == 1))
     spines_in_pod = np.bincount(topology.plane[spines] * pods + topology.pod[spines], minlength=planes * pods)
-    isolated = pods > 1 and not (category == SPINE_UP).any()
+    island = _pod_islands(topology, category, pods)
     arcs_of = {c: np.flatnonzero(category == c) for c in (NVL_UP, NVL_DOWN, PCIE_UP, PCIE_DOWN, NIC_UP, NIC_DOWN,
                                                           LEAF_UP, LEAF_DOWN, SPINE_UP, SPINE_DOWN)}
     return ClosIndex(planes, category, nic_of_gpu, nvlink, leaf_of_nic, up_arcs, down_arcs, spines_in_pod, pods,
-                     isolated, arcs_of)
+                     bool(np.unique(island).size > 1), island, arcs_of)
+
+
+def _pod_islands(topology: Topology, category: np.ndarray, pods: int) -> np.ndarray:
+    """Per pod, the id of the set of pods it reaches through a core (plane 0): all 0 under one core; one
+    per pod without a core; one per rail when every rail has cores of its own (rail-only, three tiers)."""
+    if pods <= 1:
+        return np.zeros(1, dtype=np.int64)
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    up = np.flatnonzero((category == SPINE_UP) & (topology.plane[topology.src] == 0))
+    pod_of_spine, core = topology.pod[topology.src[up]], topology.dst[up]
+    cores, core_column = np.unique(core, return_inverse=True)
+    n = pods + cores.size
+    graph = sp.coo_matrix((np.ones(up.size), (pod_of_spine, pods + core_column)), shape=(n, n))
+    _count, labels = connected_components(graph, directed=False)
+    return labels[:pods].astype(np.int64)
 
 
 _CACHE: dict = {}
@@ -173,8 +191,8 @@ def _add_pairs(topology, ix: ClosIndex, a, b, w, agg, pod_out, pod_in) -> tuple[
     via_nic_only = np.where(tie, 0.5 * w, np.where(same_nic, w, 0.0))
     lost = np.zeros(a.size, dtype=bool)
     if ix.isolated_pods:
-        pods = topology.pod[ix.leaf_of_nic[0]]
-        lost = ~(nvlink | same_nic) & (pods[nic_a] != pods[nic_b])
+        island = ix.pod_island[topology.pod[ix.leaf_of_nic[0]]]
+        lost = ~(nvlink | same_nic) & (island[nic_a] != island[nic_b])
     fabric = np.where(nvlink | same_nic | lost, 0.0, w)
     agg["nvl_up"] += np.bincount(a, via_nvlink, n)
     agg["nvl_down"] += np.bincount(b, via_nvlink, n)
@@ -222,7 +240,7 @@ def _add_all_to_all(topology, ix: ClosIndex, members, b: float, agg, pod_out, po
         n_server_unit = _members_alike(members, servers * (int(unit.max()) + 1) + unit)
         return (p - n_unit) - np.where(nvlink, n_server - n_server_unit, 0)
 
-    lost = leaving(topology.pod[ix.leaf_of_nic[0, nics]]) if ix.isolated_pods else np.zeros_like(n_server)
+    lost = leaving(ix.pod_island[topology.pod[ix.leaf_of_nic[0, nics]]]) if ix.isolated_pods else np.zeros_like(n_server)
     # per member: bytes over NVLink, over PCIe to a shared NIC only, and into the fabric
     via_nvlink = np.where(nvlink, (n_server - n_nic) + (n_nic - 1) / 2, 0.0) * b
     via_nic_only = np.where(nvlink, (n_nic - 1) / 2, n_nic - 1) * b

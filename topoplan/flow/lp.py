@@ -63,10 +63,10 @@ def leaf_demands(topology: Topology, ix, demand: Demand) -> sp.csr_matrix:
             pairs = (counts.T @ counts).tocsr()
             pairs.setdiag(0)
             matrix = matrix + pairs * (demand.a2a_bytes / ix.planes)
-    if ix.isolated_pods:  # no path between pods (rail-only rails): clos.route counts those flows unreachable
+    if ix.isolated_pods:  # no path between some pods (rail-only rails): clos.route counts those unreachable
         coo = matrix.tocoo()
-        pod = topology.pod
-        matrix = sp.csr_matrix((np.where(pod[coo.row] == pod[coo.col], coo.data, 0.0), (coo.row, coo.col)),
+        island = ix.pod_island[topology.pod]
+        matrix = sp.csr_matrix((np.where(island[coo.row] == island[coo.col], coo.data, 0.0), (coo.row, coo.col)),
                                shape=(n, n))
     matrix.eliminate_zeros()
     return matrix

@@ -162,19 +162,19 @@ def _plan_pods(endpoints: int, radix: tuple, leaf: tuple, spine: tuple, tiers: i
 
 
 def three_tier_plan(endpoints: int, radix: tuple, down: tuple, up: tuple, leaves: int, leaves_per_pod: int,
-                    pods: int, spines_per_pod: int, leaf_spine_links: int, limit: int) -> ClosPlan:
+                    pods: int, spines_per_pod: int, leaf_spine_links: int, limit: int, islands: int = 1) -> ClosPlan:
     """A three-tier plan with its core sized by ``upper_tier`` over the pods: grouped (spine ``j`` of every
     pod to core group ``j``, ``cores_per_group`` cores with ``spine_core_links`` links each) when that is
-    the fewest, else spread (link ``j * u2 + i`` of spine ``j`` to core ``(j * u2 + i) mod cores``)."""
+    the fewest, else spread (link ``j * u2 + i`` of spine ``j`` to core ``(j * u2 + i) mod cores``).
+    ``islands`` splits the pods into that many consecutive runs, each with cores of its own (rail-only)."""
     u2 = up[1]
-    cores, _ = upper_tier(pods, spines_per_pod * u2, radix[2])
-    cores_per_group = smallest_divisor_at_least(u2, pods * u2 / radix[2])
-    if spines_per_pod * cores_per_group == cores:   # the fewest is the vendor form: a core group per spine index
-        return ClosPlan(3, endpoints, radix, down, up, leaves, leaves_per_pod, pods, pods * spines_per_pod,
-                        spines_per_pod, leaf_spine_links, spines_per_pod * cores_per_group, cores_per_group,
-                        u2 // cores_per_group, limit)
+    pods_per_island = pods // islands
+    cores, _ = upper_tier(pods_per_island, spines_per_pod * u2, radix[2])
+    cores_per_group = smallest_divisor_at_least(u2, pods_per_island * u2 / radix[2])
+    grouped = spines_per_pod * cores_per_group == cores   # the fewest is the vendor form: a group per spine index
     return ClosPlan(3, endpoints, radix, down, up, leaves, leaves_per_pod, pods, pods * spines_per_pod,
-                    spines_per_pod, leaf_spine_links, cores, cores, 0, limit)
+                    spines_per_pod, leaf_spine_links, islands * cores, cores_per_group if grouped else cores,
+                    u2 // cores_per_group if grouped else 0, limit, islands)
 
 
 def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int) -> ClosPlan:
@@ -208,8 +208,9 @@ def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int
 
 def check_core_carries_traffic(design: Design, plan: ClosPlan) -> None:
     """Three tiers on one pod: no path crosses the core, so it would be priced for nothing."""
-    if plan.tiers == 3 and plan.pods == 1:
-        raise design.infeasible("fabric.tiers", f"the {plan.leaves:,} leaves per plane make one pod, so the "
+    if plan.tiers == 3 and plan.pods == plan.core_islands:
+        where = "make one pod" if plan.pods == 1 else f"make one pod per rail ({plan.pods} rails)"
+        raise design.infeasible("fabric.tiers", f"the {plan.leaves:,} leaves per plane {where}, so the "
                                 f"{plan.cores:,} core switches of a third tier would carry no traffic",
                                 "remove tiers (two fit), or set tiers: 2")
 
@@ -306,14 +307,19 @@ def add_tree(builder: TopologyBuilder, plan: ClosPlan, plane: int, endpoints: np
     builder.add_links(a, b, link_gbps, cable_latency_ns(cabling["spine"]), medium_for(cabling["spine"]), "spine")
     if plan.tiers == 2:
         return
-    cores = builder.add_nodes("switch", plan.cores, prefix + "core", tier=2, model=models["core"], plane=plane)
+    island_cores = plan.cores // plan.core_islands
+    island = spine_pod.astype(np.int64) // (plan.pods // plan.core_islands)
+    cores = builder.add_nodes("switch", plan.cores, prefix + "core", tier=2, model=models["core"], plane=plane,
+                              rail=np.repeat(np.arange(plan.core_islands, dtype=np.int32), island_cores)
+                              if plan.core_islands > 1 else -1)
     index = np.arange(plan.spines, dtype=np.int64) % per_pod   # a spine's index in its pod
     per_spine = plan.up[1]
     if plan.spine_core_links:   # spine j of every pod to core group j
         core = (np.repeat(index, per_spine) * plan.cores_per_group
                 + np.tile(np.repeat(np.arange(plan.cores_per_group), plan.spine_core_links), plan.spines))
     else:                       # spread: link j * u2 + i of every pod to core (j * u2 + i) mod cores
-        core = (np.repeat(index, per_spine) * per_spine + np.tile(np.arange(per_spine), plan.spines)) % plan.cores
+        core = (np.repeat(index, per_spine) * per_spine + np.tile(np.arange(per_spine), plan.spines)) % island_cores
+    core += np.repeat(island, per_spine) * island_cores
     builder.add_links(np.repeat(spines, per_spine), cores[core], link_gbps, cable_latency_ns(cabling["core"]),
                       medium_for(cabling["core"]), "core")
 

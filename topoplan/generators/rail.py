@@ -18,7 +18,11 @@ Leaves ``L = SUs * rails`` per plane, each with ``d1`` ports down and ``u1`` up 
 * ``aggregation: same-rail`` (Tencent Astral): spines serve the leaves of one rail only; 2 tiers: one pod
   per rail; 3 tiers: pods of up to ``d2`` SUs of one rail, and the core joins every rail.
 * ``rail-only`` (Wang et al.): no spine across rails; one leaf per rail when there is one SU, else each rail
-  is a two-tier Clos of its own.
+  is a Clos of its own: two tiers while a rail's leaves fit one spine, else three, in pods of up to ``d2``
+  SUs with cores of that rail only (``ClosPlan.core_islands`` = rails): N/(R/2) leaves and spines and N/R
+  cores per plane at 1:1, as any partial three-tier Clos.
+* ``fabric.pod: {servers: N}`` (rail-optimized): pods of N servers, whole SUs, instead of as many as a
+  spine's down ports take.
 
 Cross-rail traffic between servers follows NCCL's PXN: it first moves over NVLink to the GPU on the
 destination's rail (``Layout.pxn``); GPUs do not otherwise relay. Node names and groups as in
@@ -80,13 +84,12 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     elif pod_servers is not None and not fits_two:
         raise Refused(f"one pod of all {servers:,} servers does not fit two tiers ({R2} leaves at most)",
                       path="fabric.pod.servers", hint="use smaller pods under a core, or remove fabric.pod")
-    if tiers == 2 or (tiers is None and fits_two) or topology == "rail-only":
+    if tiers == 2 or (tiers is None and fits_two):
         if not fits_two:
             what = "each rail's two-tier Clos" if per_rail else "a two-tier rail-optimized fabric"
             raise Refused(f"{what} holds at most {R2} leaves ({R2 // (1 if per_rail else rails)} SUs of {su} "
                           f"servers); this design needs {leaves_per_pod2}", path="fabric.tiers" if tiers else "cluster",
-                          hint="set tiers: 3 (rail-optimized), add planes, or use a switch with more ports"
-                          if topology != "rail-only" else "rail-only has no third tier; use more ports per switch")
+                          hint="set tiers: 3, add planes, or use a switch with more ports")
         spines, per_pair = upper_tier(leaves_per_pod2, u1, R2)
         plan = ClosPlan(2, endpoints, radix, (d1, R2), (u1, 0), leaves, leaves_per_pod2, pods2, pods2 * spines,
                         spines, per_pair, 0, 0, 0, R2 * su * (rails if not per_rail else 1))
@@ -110,15 +113,17 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
         raise Refused(f"a pod of {leaves_per_pod:,} leaves needs spines with {leaves_per_pod} ports down; they have "
                       f"{d2}", path="fabric.pod.servers",
                       hint=f"use pods of at most {d2 // (1 if per_rail else rails) * su:,} servers")
-    if pods > R3:
+    reach = pods // rails if topology == "rail-only" else pods   # pods under one core
+    if reach > R3:
         if pod_servers is not None:
-            raise Refused(f"{pods:,} pods are more than a {R3}-port core can reach", path="fabric.pod.servers",
+            raise Refused(f"{reach:,} pods are more than a {R3}-port core can reach", path="fabric.pod.servers",
                           hint="use larger pods, or switches with more ports")
-        raise Refused(f"a three-tier rail fabric holds at most {R3} pods; this design needs {pods}",
+        raise Refused(f"a three-tier rail fabric holds at most {R3} pods under a core; this design needs {reach}",
                       path="fabric.tiers" if tiers else "cluster", hint="add planes, or use switches with more ports")
     spines_per_pod, per_pair = upper_tier(leaves_per_pod, u1, d2)   # inside a pod, on the spines' down ports
+    islands = rails if topology == "rail-only" else 1                # rail-only: every rail a Clos of its own
     plan = three_tier_plan(endpoints, radix, (d1, d2, R3), (u1, u2, 0), leaves, leaves_per_pod, pods, spines_per_pod,
-                           per_pair, R3 * leaves_per_pod * su)
+                           per_pair, R3 * leaves_per_pod * su, islands)
     return plan, su, sus, leaf_pod.astype(np.int32)
 
 
@@ -135,9 +140,6 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     models = {t: fabric.switch[t] for t in TIER_NAMES}
     radix = tuple(catalog.switches[models[t]].radix_at(link_gbps)[0] for t in TIER_NAMES)
     ratios = (fabric.oversubscription["leaf"], fabric.oversubscription["spine"])
-    if fabric.topology == "rail-only" and fabric.tiers == 3:
-        raise design.infeasible("fabric.tiers", "rail-only has no tier above each rail's own Clos",
-                                "use tiers: 2, or rail-optimized with aggregation: same-rail for a core tier")
     try:
         plan, su, sus, leaf_pod = plan_rail(design.cluster.servers, rails, radix, ratios, fabric.leaf_uplinks,
                                             fabric.tiers, fabric.topology, fabric.aggregation, fabric.scalable_unit,
