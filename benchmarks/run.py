@@ -61,6 +61,11 @@ def case_generate_bom_railx_100k():
     return _generate_bom("designs/railx-100k.yaml")
 
 
+def case_generate_bom_fat_tree_524k():
+    """Generate + bill of materials: 524,288-GPU three-tier fat-tree of 128-port switches (benchmarks/specs/fat-tree-524k.yaml), the most three tiers of 128 ports hold; budget 5 s and 4 GiB."""
+    return _generate_bom("benchmarks/specs/fat-tree-524k.yaml")
+
+
 def case_full_report_131k():
     """Full report on the same 131,072-GPU rail-optimized fabric: ring and hierarchical allreduce over dp and the world, all-to-all over ep=64, a world allreduce under NCCL's tuner (channel rings, trees, NVLS-Tree), bisection and a random permutation."""
     from topoplan.pipeline import evaluate
@@ -371,9 +376,10 @@ def case_optimize_headline():
 
 
 CASES = {
-    "generate-bom-131k": (case_generate_bom_131k, 2.0, 1024),
-    "generate-bom-fat-tree-131k": (case_generate_bom_fat_tree_131k, 2.0, 1024),
+    "generate-bom-131k": (case_generate_bom_131k, 1.0, 1024),
+    "generate-bom-fat-tree-131k": (case_generate_bom_fat_tree_131k, 1.0, 1024),
     "generate-bom-railx-100k": (case_generate_bom_railx_100k, 5.0, None),
+    "generate-bom-fat-tree-524k": (case_generate_bom_fat_tree_524k, 5.0, 4096),
     "full-report-131k": (case_full_report_131k, 5.0, 2048),
     "nccl-sweep-16k": (case_nccl_sweep_16k, 10.0, None),
     "hash-a2a-16k": (case_hash_a2a_16k, 60.0, None),
