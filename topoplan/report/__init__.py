@@ -14,6 +14,15 @@ from ..cost import CATEGORIES
 from ..topology import KIND, LINK_TIERS
 
 
+def _pods(layout) -> dict | None:
+    """Pods under the core of a three-tier tree (per plane): how many, leaves in the largest, and whether
+    every rail has cores of its own (rail-only); None for fabrics without a core tier."""
+    plan = layout.tree.plan if layout.tree is not None else None
+    if plan is None or plan.tiers < 3:
+        return None
+    return {"count": plan.pods, "leaves_per_pod": plan.leaves_per_pod, "cores_per_rail": plan.core_islands > 1}
+
+
 def _money(x: float) -> float:
     return round(float(x), 2)
 
@@ -84,6 +93,7 @@ def build_report(evaluation) -> dict:
             "link_gbps": float(layout.link_gbps),
             "injection_gbps_per_gpu": float(layout.injection_gbps_per_gpu),
             "oversubscription": dict(design.fabric.oversubscription),
+            "pods": _pods(layout),
             "switches": {
                 "total": int(switch_mask.sum()),
                 "by_tier": topology.switches_by_tier(),

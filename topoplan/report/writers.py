@@ -72,8 +72,12 @@ def _text(r: dict, markdown: bool) -> str:
     plane_word = "plane" if f["planes"] == 1 else "planes"
     over = f["oversubscription"]
     ratio = ", ".join(f"{t} {v:g}:1" for t, v in over.items() if v != 1) or "non-blocking"
+    pods = ""
+    if f.get("pods"):
+        per = "per plane, cores per rail" if f["pods"]["cores_per_rail"] else "per plane"
+        pods = f", {count(f['pods']['count'])} pods of up to {count(f['pods']['leaves_per_pod'])} leaves {per}"
     summary = [
-        ("Topology", f"{d['topology']}, {f['tiers']} tier(s), {f['planes']} {plane_word}, {ratio}"),
+        ("Topology", f"{d['topology']}, {f['tiers']} tier(s), {f['planes']} {plane_word}, {ratio}{pods}"),
         ("GPUs", f"{count(d['gpus'])} on {count(d['servers'])} x {d['server']}"),
         ("Links", f"{gbps(f['link_gbps'])} each; {gbps(f['injection_gbps_per_gpu'])} injection per GPU"),
         ("Switches", f"{count(f['switches']['total'])} ("
