@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -366,3 +368,33 @@ def test_pods_that_cannot_be_built_are_refused_with_a_hint(make_design, catalog,
 
     with pytest.raises(TopoplanError, match=f"{path}: .*{message}.*hint: "):
         generate(make_design(cluster={"gpus": None, "servers": 512}, fabric=fabric), catalog)
+
+
+# --- per-tier link speed (issue 14, item 3) ----------------------------------------------------------
+
+def test_faster_uplinks_take_lanes_of_the_switch_below(make_design, catalog):
+    """1,024 DGX H100 GPUs (400G NICs) on 51.2T switches: with 800G uplinks a leaf keeps 64 x 400G down and
+    has 32 x 800G up (25.6 Tb/s each way), half the leaf-spine links of the all-400G build and the same
+    bisection; every link of a tier runs at its speed."""
+    from topoplan.topology import LINK_TIER
+
+    base = {"switch": "broadcom-th5-64x800g"}
+    slow = generate(make_design(cluster={"gpus": 1024}, fabric=base), catalog)
+    fast = generate(make_design(cluster={"gpus": 1024}, fabric={**base, "link_gbps": {"spine": 800}}), catalog)
+    plan = fast.layout.tree.plan
+    assert (plan.down[0], plan.up[0]) == (64, 32) and plan.radix[1] == 64
+    assert fast.links_by_tier()["spine"] * 2 == slow.links_by_tier()["spine"]
+    assert fast.layout.bisection_gbps == slow.layout.bisection_gbps
+    for tier, speed in (("leaf", 400.0), ("spine", 800.0)):
+        assert set(fast.capacity_gbps[fast.link_tier == LINK_TIER[tier]].tolist()) == {speed}
+
+
+@pytest.mark.parametrize("link_gbps,message", [
+    ({"spine": 600}, "600 Gb/s is not a whole multiple of the 400 Gb/s links below it"),
+    ({"spine": 800}, "the leaf switch nvidia-qm9700 has no 800 Gb/s ports"),
+    ({"core": 200}, "200 Gb/s is not a whole multiple of the 400 Gb/s links below it"),
+])
+def test_link_speeds_a_switch_cannot_run_are_refused(make_design, catalog, link_gbps, message):
+    design = make_design(cluster={"gpus": 4096}, fabric={"tiers": 3, "link_gbps": link_gbps})
+    with pytest.raises(InfeasibleDesign, match=re.escape(message) + r".*\(hint: "):
+        generate(design, catalog)

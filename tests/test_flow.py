@@ -133,6 +133,11 @@ CLOS_CASES = [
     # three tiers over two pods (one pod would leave the core with no traffic, refused)
     {"cluster": {"server": "generic-1gpu", "gpus": 1600}, "fabric": {"tiers": 3, "oversubscription": {"spine": 3}}},
     {"cluster": {"server": "generic-1gpu", "gpus": 620}, "fabric": {"switch": "generic-48x400g", "tiers": 3}},
+    # faster links above the leaves (800G on 51.2T switches, 400G NICs), two and three tiers
+    {"cluster": {"gpus": 1024}, "fabric": {"switch": "broadcom-th5-64x800g", "link_gbps": {"spine": 800}}},
+    {"cluster": {"server": "generic-1gpu", "gpus": 1536},
+     "fabric": {"switch": "broadcom-th5-64x800g", "tiers": 3, "leaf_uplinks": 60, "link_gbps": {"spine": 800},
+                "oversubscription": {"spine": 7}}},
     # spread wiring (prime uplink counts) and pods of a given size
     {"cluster": {"server": "generic-1gpu", "gpus": 352}, "fabric": {"switch": "generic-48x400g", "leaf_uplinks": 13}},
     {"cluster": {"server": "generic-1gpu", "gpus": 1008},

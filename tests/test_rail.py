@@ -50,17 +50,22 @@ def test_hpn_like_pod(in_root, catalog):
     assert np.bincount(topology.plane[spines]).tolist() == [60, 60]
     leaves = (topology.kind == KIND["switch"]) & (topology.tier == 0)
     assert leaves.sum() / 15 == 16
-    # every ToR reaches every aggregation switch of its plane over 2 x 200G (HPN: one 400G link)
+    # every ToR reaches every aggregation switch of its plane over one 400G link (60 x 400G up), and keeps
+    # 136 ports of 200G down: 128 hosts and HPN's 8 spares
     arcs = np.flatnonzero((topology.link_tier == LINK_TIER["spine"]) & (topology.tier[topology.src] == 0))
     pairs, counts = np.unique(np.stack([topology.src[arcs], topology.dst[arcs]]), axis=1, return_counts=True)
-    assert pairs.shape[1] == 240 * 60 and set(counts.tolist()) == {2}
+    assert pairs.shape[1] == 240 * 60 and set(counts.tolist()) == {1}
+    assert set(topology.capacity_gbps[arcs].tolist()) == {400.0}
+    plan = topology.layout.tree.plan
+    assert (plan.down[0], plan.up[0]) == (136, 60) and plan.down[0] * 200 + plan.up[0] * 400 == 51_200
 
 
 def test_hpn_like_two_pods_under_a_15_to_1_core(in_root, catalog):
     """Two HPN pods (designs/hpn-2pod-30k.yaml): each pod is the 15k pod above (120 ToRs and 60 aggregation
     switches per plane); 15:1 from aggregation to core makes the cross-pod bisection a fifteenth of what a
     GPU's ToR uplinks carry (400 Gb/s x 120/128), 25 Gb/s per GPU; a path between pods crosses six links.
-    The core carries that cut: cores x ports >= the aggregation uplinks, and one core fewer could not."""
+    The core carries that cut: cores x ports >= the aggregation uplinks, and one core fewer could not.
+    Every aggregation switch has HPN's 120 x 400G down and 8 x 400G up."""
     from topoplan.flow.bisection import bisection
 
     topology = generate(load_design("designs/hpn-2pod-30k.yaml", catalog), catalog)
@@ -73,6 +78,7 @@ def test_hpn_like_two_pods_under_a_15_to_1_core(in_root, catalog):
     assert cut.gbps == topology.layout.bisection_gbps
     assert cut.gbps / (30720 / 2) == pytest.approx(400 * 120 / 128 / 15)
     assert topology.layout.diameter_hops == 6
+    assert (plan.down[1], plan.up[1]) == (120, 8)
     uplinks = plan.pods * plan.spines_per_pod * plan.up[1]
     assert plan.cores * plan.radix[2] >= uplinks > (plan.cores - 1) * (plan.radix[2] // plan.pods) * plan.pods
 

@@ -84,6 +84,9 @@ DESIGN_SCHEMA = Obj({
         "leaf_uplinks": Key(Int(minimum=1, doc="up ports per leaf; the rest point down (overrides the ratio)"),
                             False),
         "aggregation": Key(Enum(("any-to-any", "same-rail")), False, "any-to-any"),
+        "link_gbps": Key(Map(("spine", "core"), Int(minimum=1, maximum=1_000_000, doc="Gb/s"),
+                             doc="speed of the links up from the leaves (spine) and from the spines (core), a "
+                                 "whole multiple of the tier below; default the NIC links' speed"), False),
         "pod": Key(Obj({
             "servers": Key(Int(minimum=1, maximum=MAX_GPUS, doc="servers per pod"), True),
         }, doc="pods of this many servers under a core tier (fat-tree, rail-optimized); default as large as "
@@ -137,6 +140,7 @@ class Fabric:
     aggregation: str = "any-to-any"
     cabling: dict = field(default_factory=lambda: dict(DEFAULT_CABLING))
     pod_servers: int | None = None  # servers per pod under the core (None: as many as the spines allow)
+    link_gbps: dict = field(default_factory=dict)  # link tier (spine, core) -> Gb/s; missing: the tier below's
     railx: dict | None = None
 
 
@@ -282,7 +286,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
     fab = Fabric(topology=fabric["topology"], switch=switch_ids, tiers=fabric["tiers"], oversubscription=over,
                  planes=fabric["planes"], scalable_unit=fabric["scalable_unit"], leaf_uplinks=fabric["leaf_uplinks"],
                  aggregation=fabric["aggregation"], cabling=cabling, railx=fabric["railx"],
-                 pod_servers=(fabric["pod"] or {}).get("servers"))
+                 pod_servers=(fabric["pod"] or {}).get("servers"), link_gbps=dict(fabric["link_gbps"] or {}))
     workload = _workload(c["workload"] or {}, gpus, ctx, c["fabric"]["topology"])
     targets = c["targets"] or {}
     names = {col.name for col in workload.collectives}

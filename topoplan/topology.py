@@ -99,6 +99,13 @@ class Topology:
         counts = np.bincount(self.link_tier[0::2], minlength=len(LINK_TIERS))
         return {name: int(counts[i]) for i, name in enumerate(LINK_TIERS) if name != "host" and counts[i]}
 
+    def link_gbps_by_tier(self) -> dict:
+        """The fastest link of each network link tier, Gb/s (host links excluded)."""
+        tiers, capacity = self.link_tier[0::2], self.capacity_gbps[0::2]
+        fastest = np.zeros(len(LINK_TIERS))
+        np.maximum.at(fastest, tiers, capacity)
+        return {name: float(fastest[i]) for i, name in enumerate(LINK_TIERS) if name != "host" and fastest[i] > 0}
+
     def switches_by_tier(self) -> dict:
         """Packet switches per tier, and optical circuit switches under ``ocs``."""
         is_switch = self.kind == KIND["switch"]

@@ -41,24 +41,26 @@ from ..errors import Refused
 from ..layout import ClosPlan, Layout, TreeLayout
 from ..spec import Design
 from ..topology import SWITCH_TIERS, Topology, TopologyBuilder
-from .hosts import add_hosts, check_fits_in_memory, cable_latency_ns, check_nic_planes, medium_for, resolve_link_speed
+from .hosts import (add_hosts, check_fits_in_memory, cable_latency_ns, check_nic_planes, medium_for, resolve_link_speed,
+                    tier_speeds)
 
 TIER_NAMES = SWITCH_TIERS
 
 
-def split_ports(radix: int, ratio: float) -> tuple[int, int]:
-    """(down, up) ports of a non-top switch with oversubscription ``ratio`` = down:up."""
+def split_ports(radix: int, ratio: float, lanes: int = 1) -> tuple[int, int]:
+    """(down, up) ports of a non-top switch with oversubscription ``ratio`` = down:up bandwidth, ``radix``
+    ports at the down links' speed, each up link ``lanes`` times as fast (taking that many ports)."""
     down = int(math.floor(radix * ratio / (1.0 + ratio) + 1e-9))
-    return down, radix - down
+    return down, (radix - down) // lanes
 
 
-def leaf_split(radix: int, ratio: float, uplinks: int | None) -> tuple[int, int]:
+def leaf_split(radix: int, ratio: float, uplinks: int | None, lanes: int = 1) -> tuple[int, int]:
     """(down, up) ports of a leaf: ``uplinks`` when given, else from the oversubscription ratio."""
     if uplinks is None:
-        return split_ports(radix, ratio)
-    if uplinks >= radix:
+        return split_ports(radix, ratio, lanes)
+    if uplinks * lanes >= radix:
         raise ValueError(f"{uplinks} uplinks leave no down ports on a {radix}-port leaf")
-    return radix - uplinks, uplinks
+    return radix - uplinks * lanes, uplinks
 
 
 def smallest_divisor_at_least(n: int, low: float) -> int:
@@ -97,11 +99,13 @@ def max_endpoints(tiers: int, radix: tuple, down: tuple) -> int:
 
 
 def plan_clos(endpoints: int, radix: tuple, ratios: tuple, tiers: int | None, leaf_uplinks: int | None = None,
-              pod_endpoints: int | None = None) -> ClosPlan:
+              pod_endpoints: int | None = None, lanes: tuple = (1, 1)) -> ClosPlan:
     """Size one plane; ``tiers=None`` picks the fewest that fit; ``pod_endpoints`` (optional) sets the pods'
-    size under the core. Raises ``ValueError`` or ``Refused`` with the reason."""
-    d1, u1 = leaf_split(radix[0], ratios[0], leaf_uplinks)
-    d2, u2 = split_ports(radix[1], ratios[1])
+    size under the core; ``lanes``: ports of the switch below that one leaf (spine) uplink takes (a faster
+    tier above, ``tier_speeds``). ``radix`` counts each tier's ports at its down links' speed. Raises
+    ``ValueError`` or ``Refused`` with the reason."""
+    d1, u1 = leaf_split(radix[0], ratios[0], leaf_uplinks, lanes[0])
+    d2, u2 = split_ports(radix[1], ratios[1], lanes[1])
     if d1 < 1 or u1 < 1:
         raise ValueError(f"a {radix[0]}-port leaf cannot be split {ratios[0]:g}:1")
     if pod_endpoints is not None and pod_endpoints < endpoints:
@@ -177,14 +181,15 @@ def three_tier_plan(endpoints: int, radix: tuple, down: tuple, up: tuple, leaves
                     u2 // cores_per_group if grouped else 0, limit, islands)
 
 
-def _plan_for(design: Design, catalog: Catalog, link_gbps: float, endpoints: int) -> ClosPlan:
+def _plan_for(design: Design, catalog: Catalog, speeds: tuple, lanes: tuple, endpoints: int) -> ClosPlan:
     fabric = design.fabric
+    link_gbps = speeds[0]
     models = [catalog.switches[fabric.switch[t]] for t in TIER_NAMES]
-    radix = tuple(m.radix_at(link_gbps)[0] for m in models)
+    radix = tuple(m.radix_at(speed)[0] for m, speed in zip(models, speeds))
     ratios = (fabric.oversubscription["leaf"], fabric.oversubscription["spine"])
     try:
         pod_endpoints = None if fabric.pod_servers is None else endpoints // design.cluster.servers * fabric.pod_servers
-        plan = plan_clos(endpoints, radix, ratios, fabric.tiers, fabric.leaf_uplinks, pod_endpoints)
+        plan = plan_clos(endpoints, radix, ratios, fabric.tiers, fabric.leaf_uplinks, pod_endpoints, lanes)
     except Refused as err:
         if err.path:
             raise design.infeasible(err.path, err.message, err.hint) from None
@@ -232,11 +237,12 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     warnings: list[str] = []
     check_nic_planes(design, catalog)
     link_gbps = resolve_link_speed(design, catalog, warnings)
+    speeds, lanes = tier_speeds(design, catalog, link_gbps)
     server = catalog.servers[design.cluster.server]
     nic = catalog.nics[server.nic]
     planes = design.fabric.planes
     endpoints = design.cluster.servers * server.nics * nic.ports // planes
-    plan = _plan_for(design, catalog, link_gbps, endpoints)
+    plan = _plan_for(design, catalog, speeds, lanes, endpoints)
     _check_size(design, plan, server, planes)
 
     builder = TopologyBuilder(design.name)
@@ -246,12 +252,12 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     endpoint_leaf = np.arange(plan.endpoints, dtype=np.int64) // plan.down[0]
     leaf_pod = np.arange(plan.leaves, dtype=np.int32) // plan.leaves_per_pod
     for plane in range(planes):
-        add_tree(builder, plan, plane, hosts.endpoints, endpoint_leaf, leaf_pod, models, link_gbps, cabling)
+        add_tree(builder, plan, plane, hosts.endpoints, endpoint_leaf, leaf_pod, models, speeds, cabling)
 
     return builder.build(tree_layout(
         plan, planes, hosts, models, warnings, TreeLayout(plan, models_present(models, plan)),
         in_network_reduction=reduces_in_network(catalog, models, plan),
-        bisection_gbps=planes * clos_bisection_gbps(plan, link_gbps),
+        bisection_gbps=planes * clos_bisection_gbps(plan, speeds),
         bisection_method="analytic: folded Clos, least of the host, leaf-uplink and spine-uplink halves",
         diameter_hops=clos_diameter_hops(plan, design.cluster.servers)))
 
@@ -280,7 +286,7 @@ def _check_size(design: Design, plan: ClosPlan, server, planes: int) -> None:
 
 
 def add_tree(builder: TopologyBuilder, plan: ClosPlan, plane: int, endpoints: np.ndarray, endpoint_leaf: np.ndarray,
-             leaf_pod: np.ndarray, models: dict, link_gbps: float, cabling: dict, leaf_rail=-1) -> None:
+             leaf_pod: np.ndarray, models: dict, speeds: tuple, cabling: dict, leaf_rail=-1) -> None:
     """Add one plane's switches and links: ``plan.leaves`` leaves (endpoint ``e`` on leaf
     ``endpoint_leaf[e]``, leaf ``l`` in pod ``leaf_pod[l]``); with 2 or more tiers, every pod has
     ``plan.spines_per_pod`` spines and each leaf ``plan.leaf_spine_links`` links to each spine of its pod;
@@ -289,7 +295,7 @@ def add_tree(builder: TopologyBuilder, plan: ClosPlan, plane: int, endpoints: np
     prefix = f"p{plane}."
     leaves = builder.add_nodes("switch", plan.leaves, prefix + "leaf", tier=0, model=models["leaf"],
                                plane=plane, pod=leaf_pod, rail=leaf_rail)
-    builder.add_links(endpoints, leaves[endpoint_leaf], link_gbps, cable_latency_ns(cabling["leaf"]),
+    builder.add_links(endpoints, leaves[endpoint_leaf], speeds[0], cable_latency_ns(cabling["leaf"]),
                       medium_for(cabling["leaf"]), "leaf")
     if plan.tiers == 1:
         return
@@ -304,7 +310,7 @@ def add_tree(builder: TopologyBuilder, plan: ClosPlan, plane: int, endpoints: np
         slot = np.arange(per_leaf) % per_pod
     a = np.repeat(leaves, per_leaf)
     b = spines[np.repeat(leaf_pod.astype(np.int64), per_leaf) * per_pod + np.tile(slot, plan.leaves)]
-    builder.add_links(a, b, link_gbps, cable_latency_ns(cabling["spine"]), medium_for(cabling["spine"]), "spine")
+    builder.add_links(a, b, speeds[1], cable_latency_ns(cabling["spine"]), medium_for(cabling["spine"]), "spine")
     if plan.tiers == 2:
         return
     island_cores = plan.cores // plan.core_islands
@@ -320,19 +326,19 @@ def add_tree(builder: TopologyBuilder, plan: ClosPlan, plane: int, endpoints: np
     else:                       # spread: link j * u2 + i of every pod to core (j * u2 + i) mod cores
         core = (np.repeat(index, per_spine) * per_spine + np.tile(np.arange(per_spine), plan.spines)) % island_cores
     core += np.repeat(island, per_spine) * island_cores
-    builder.add_links(np.repeat(spines, per_spine), cores[core], link_gbps, cable_latency_ns(cabling["core"]),
+    builder.add_links(np.repeat(spines, per_spine), cores[core], speeds[2], cable_latency_ns(cabling["core"]),
                       medium_for(cabling["core"]), "core")
 
 
-def clos_bisection_gbps(plan: ClosPlan, link_gbps: float) -> float:
+def clos_bisection_gbps(plan: ClosPlan, speeds: tuple) -> float:
     """Bisection bandwidth of one plane, one direction: the least of half the endpoints' links, half the
     leaf uplinks (when there are several leaves) and half the spine uplinks (when there are several pods).
     Halves aligned with whole leaves and pods; exact for the balanced builds this generator makes."""
-    cut = plan.endpoints * link_gbps / 2
+    cut = plan.endpoints * speeds[0] / 2
     if plan.tiers >= 2 and plan.leaves > 1:
-        cut = min(cut, plan.leaves * plan.up[0] * link_gbps / 2)
+        cut = min(cut, plan.leaves * plan.up[0] * speeds[1] / 2)
     if plan.tiers == 3 and plan.pods > 1:
-        cut = min(cut, plan.spines * plan.up[1] * link_gbps / 2)
+        cut = min(cut, plan.spines * plan.up[1] * speeds[2] / 2)
     return cut
 
 

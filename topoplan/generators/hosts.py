@@ -145,6 +145,32 @@ def link_speed(nic, leaf) -> tuple[float, float]:
     return min(nic.port_speed_gbps, port_speed), port_speed
 
 
+def tier_speeds(design: Design, catalog: Catalog, nic_link_gbps: float) -> tuple[tuple, tuple]:
+    """Link speed per link tier (leaf = the NIC links, spine, core) and the lanes each takes at the switch
+    below it: ``((leaf, spine, core) Gb/s, (spine / leaf, core / spine))``. ``fabric.link_gbps`` sets spine
+    and core; a missing one runs at the speed of the tier below. Raises ``InfeasibleDesign`` when a speed is
+    not a whole multiple of the one below, or a switch at either end has no port mode at that speed."""
+    asked = design.fabric.link_gbps
+    speeds = [nic_link_gbps]
+    for tier, below, above in (("spine", "leaf", "spine"), ("core", "spine", "core")):
+        speed = float(asked.get(tier, speeds[-1]))
+        if tier in asked:
+            lanes = speed / speeds[-1]
+            if lanes < 1 or abs(lanes - round(lanes)) > 1e-9:
+                raise design.infeasible(f"fabric.link_gbps.{tier}", f"{speed:g} Gb/s is not a whole multiple of the "
+                                        f"{speeds[-1]:g} Gb/s links below it",
+                                        f"use {speeds[-1]:g} Gb/s or a multiple of it")
+            for end in (below, above):
+                switch = catalog.switches[design.fabric.switch[end]]
+                if switch.radix_at(speed)[1] != speed:
+                    modes = ", ".join(f"{m.port_speed_gbps:g}" for m in switch.modes())
+                    raise design.infeasible(f"fabric.link_gbps.{tier}", f"the {end} switch {switch.id} has no "
+                                            f"{speed:g} Gb/s ports (its modes: {modes} Gb/s)",
+                                            "use one of its port speeds")
+        speeds.append(speed)
+    return tuple(speeds), (round(speeds[1] / speeds[0]), round(speeds[2] / speeds[1]))
+
+
 def resolve_link_speed(design: Design, catalog: Catalog, warnings: list) -> float:
     """``link_speed`` of the design's NIC and leaf, with a warning when either runs below its speed."""
     server = catalog.servers[design.cluster.server]

@@ -42,14 +42,16 @@ from ..topology import Topology, TopologyBuilder
 from ..layout import TreeLayout
 from .clos import (TIER_NAMES, ClosPlan, add_tree, check_core_carries_traffic, check_ratios_apply, leaf_split, three_tier_plan, upper_tier,
                    models_present, reduces_in_network, tree_layout)
-from .hosts import add_hosts, check_fits_in_memory, check_nic_planes, resolve_link_speed
+from .hosts import add_hosts, check_fits_in_memory, check_nic_planes, resolve_link_speed, tier_speeds
 
 
 def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplinks: int | None, tiers: int | None,
-              topology: str, aggregation: str, scalable_unit: int | None, pod_servers: int | None = None):
+              topology: str, aggregation: str, scalable_unit: int | None, pod_servers: int | None = None,
+              lanes: tuple = (1, 1)):
     """Size one plane. Returns (plan, SU size, SU count, leaf_pod); raises ``Refused`` with the reason.
-    ``pod_servers`` (optional, rail-optimized): pods of that many servers, whole SUs, under the core."""
-    d1, u1 = leaf_split(radix[0], ratios[0], leaf_uplinks)
+    ``pod_servers`` (optional, rail-optimized): pods of that many servers, whole SUs, under the core;
+    ``lanes``: ports an uplink takes on the switch below (a faster tier above, ``hosts.tier_speeds``)."""
+    d1, u1 = leaf_split(radix[0], ratios[0], leaf_uplinks, lanes[0])
     R2, R3 = radix[1], radix[2]
     su = scalable_unit or d1
     if su > d1:
@@ -61,7 +63,7 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     rail_of_leaf = np.tile(np.arange(rails, dtype=np.int32), sus)
     su_of_leaf = np.repeat(np.arange(sus, dtype=np.int32), rails)
     per_rail = topology == "rail-only" or aggregation == "same-rail"
-    d2, u2 = leaf_split(R2, ratios[1], None)
+    d2, u2 = leaf_split(R2, ratios[1], None, lanes[1])
 
     if topology == "rail-only" and sus == 1 and tiers in (None, 1):
         plan = ClosPlan(1, endpoints, radix, (d1,), (u1,), leaves, leaves, leaves, 0, 0, 0, 0, 0, 0, R2 * su)
@@ -133,17 +135,18 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     fabric = design.fabric
     check_nic_planes(design, catalog)
     link_gbps = resolve_link_speed(design, catalog, warnings)
+    speeds, lanes = tier_speeds(design, catalog, link_gbps)
     server = catalog.servers[design.cluster.server]
     nic = catalog.nics[server.nic]
     planes = fabric.planes
     rails = server.nics * nic.ports // planes
     models = {t: fabric.switch[t] for t in TIER_NAMES}
-    radix = tuple(catalog.switches[models[t]].radix_at(link_gbps)[0] for t in TIER_NAMES)
+    radix = tuple(catalog.switches[models[t]].radix_at(speed)[0] for t, speed in zip(TIER_NAMES, speeds))
     ratios = (fabric.oversubscription["leaf"], fabric.oversubscription["spine"])
     try:
         plan, su, sus, leaf_pod = plan_rail(design.cluster.servers, rails, radix, ratios, fabric.leaf_uplinks,
                                             fabric.tiers, fabric.topology, fabric.aggregation, fabric.scalable_unit,
-                                            fabric.pod_servers)
+                                            fabric.pod_servers, lanes)
     except Refused as err:
         raise design.infeasible(err.path, err.message, err.hint) from None
     except ValueError as err:
@@ -160,7 +163,7 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     endpoint_leaf = (endpoint // rails) // su * rails + endpoint % rails
     leaf_rail = np.tile(np.arange(rails, dtype=np.int32), sus)
     for plane in range(planes):
-        add_tree(builder, plan, plane, hosts.endpoints, endpoint_leaf, leaf_pod, models, link_gbps,
+        add_tree(builder, plan, plane, hosts.endpoints, endpoint_leaf, leaf_pod, models, speeds,
                  fabric.cabling, leaf_rail=leaf_rail)
 
     per_rail = fabric.topology == "rail-only" or fabric.aggregation == "same-rail"
@@ -171,21 +174,21 @@ def generate(design: Design, catalog: Catalog) -> Topology:
     return builder.build(tree_layout(
         plan, planes, hosts, models, warnings, tree, pxn=True,
         in_network_reduction=reduces_in_network(catalog, models, plan),
-        bisection_gbps=planes * rail_bisection_gbps(plan, sus, pods_per_rail, link_gbps),
+        bisection_gbps=planes * rail_bisection_gbps(plan, sus, pods_per_rail, speeds),
         bisection_method="analytic: rail fabric, least of the host, leaf-uplink and spine-uplink halves "
                          "(halves of whole scalable units and pods)",
         diameter_hops=rail_diameter_hops(plan, sus, design.cluster.servers, pods_per_rail)))
 
 
-def rail_bisection_gbps(plan: ClosPlan, sus: int, pods_per_rail: int, link_gbps: float) -> float:
+def rail_bisection_gbps(plan: ClosPlan, sus: int, pods_per_rail: int, speeds: tuple) -> float:
     """One plane, one direction. A cut between two halves of the servers crosses leaf uplinks only when
     the halves sit in different SUs, and spine uplinks only when a rail's leaves of the two halves sit in
     different pods (cross-rail traffic moves over NVLink first, so it never needs another rail's spine)."""
-    cut = plan.endpoints * link_gbps / 2
+    cut = plan.endpoints * speeds[0] / 2
     if plan.tiers >= 2 and sus > 1:
-        cut = min(cut, plan.leaves * plan.up[0] * link_gbps / 2)
+        cut = min(cut, plan.leaves * plan.up[0] * speeds[1] / 2)
     if plan.tiers == 3 and pods_per_rail > 1:
-        cut = min(cut, plan.spines * plan.up[1] * link_gbps / 2)
+        cut = min(cut, plan.spines * plan.up[1] * speeds[2] / 2)
     return cut
 
 

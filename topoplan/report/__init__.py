@@ -91,6 +91,7 @@ def build_report(evaluation) -> dict:
             "tiers": layout.tiers,
             "planes": design.fabric.planes,
             "link_gbps": float(layout.link_gbps),
+            "link_gbps_by_tier": topology.link_gbps_by_tier(),
             "injection_gbps_per_gpu": float(layout.injection_gbps_per_gpu),
             "oversubscription": dict(design.fabric.oversubscription),
             "pods": _pods(layout),

@@ -63,6 +63,14 @@ def _heading(text: str, markdown: bool, level: int = 2) -> list[str]:
     return [text, "=" * len(text) if level == 1 else "-" * len(text)]
 
 
+def _link_speeds(f: dict) -> str:
+    """"400 Gb/s each", or the speed of each tier where they differ."""
+    by_tier = f.get("link_gbps_by_tier") or {}
+    if len(set(by_tier.values())) <= 1:
+        return f"{gbps(f['link_gbps'])} each"
+    return ", ".join(f"{tier} {gbps(speed)}" for tier, speed in by_tier.items())
+
+
 def _text(r: dict, markdown: bool) -> str:
     d, f, c = r["design"], r["fabric"], r["cost"]
     out: list[str] = []
@@ -79,7 +87,7 @@ def _text(r: dict, markdown: bool) -> str:
     summary = [
         ("Topology", f"{d['topology']}, {f['tiers']} tier(s), {f['planes']} {plane_word}, {ratio}{pods}"),
         ("GPUs", f"{count(d['gpus'])} on {count(d['servers'])} x {d['server']}"),
-        ("Links", f"{gbps(f['link_gbps'])} each; {gbps(f['injection_gbps_per_gpu'])} injection per GPU"),
+        ("Links", _link_speeds(f) + f"; {gbps(f['injection_gbps_per_gpu'])} injection per GPU"),
         ("Switches", f"{count(f['switches']['total'])} ("
          + ", ".join(f"{t} {count(n)}" for t, n in f["switches"]["by_tier"].items()) + ")"),
         ("Network links", f"{count(f['links']['total'])} ("
