@@ -330,3 +330,22 @@ def test_rail_only_of_three_tiers_builds_past_a_two_tier_rail(make_design, catal
     ends = rail_of[topology.src[switch_arcs]], rail_of[topology.dst[switch_arcs]]
     assert (ends[0] == ends[1]).all() and (ends[0] >= 0).all()
     assert topology.layout.diameter_hops == 6
+
+
+@pytest.mark.parametrize("design,leaves,spines,leaf_ports", [
+    # B300-XDR: 8 SUs x 8 rails; 72 down + 72 up on 144 x 800G; ceil(72 / floor(144 / 64)) = 36 spines
+    ("superpod-b300-xdr-8su", 64, 36, (72, 72)),
+    # GB200 NVL72: 4 SUs of 8 racks x 72 rails; a leaf's uplinks follow its 8 servers (8 up, not 280);
+    # ceil(8 / floor(288 / 288)) = 8 spines
+    ("gb200-nvl72-4su", 288, 8, (8, 8)),
+])
+def test_shipped_superpod_like_designs_match_their_closed_forms(in_root, catalog, design, leaves, spines, leaf_ports):
+    topology = generate(load_design(f"designs/{design}.yaml", catalog), catalog)
+    plan = topology.layout.tree.plan
+    assert topology.switches_by_tier() == {"leaf": leaves, "spine": spines}
+    su = plan.endpoints // topology.layout.tree.scalable_units // topology.layout.tree.rails
+    assert su == leaf_ports[0] and plan.up[0] == leaf_ports[1]
+    assert topology.links_by_tier() == {"leaf": plan.endpoints, "spine": leaves * plan.up[0]}
+    switches = topology.kind == KIND["switch"]
+    degree = np.bincount(topology.src, minlength=topology.num_nodes)
+    assert degree[switches].max() <= plan.radix[0]

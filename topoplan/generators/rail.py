@@ -6,7 +6,9 @@ A rail is one NIC port position of every server (NIC ``r``, or port ``r`` of a m
 GPU ``i`` reaches the fabric on the rail of the NIC that serves it. Servers are grouped into scalable
 units (SU) of ``s`` servers (``fabric.scalable_unit``; default the most one leaf can serve, ``d1``): every
 SU has one leaf per rail (and per plane), taking that rail's port of each of its servers. A partial last
-SU gets the full SU's leaves and uplinks, its unused ports left empty (vendor practice).
+SU gets the full SU's leaves and uplinks, its unused ports left empty (vendor practice). An SU smaller
+than a leaf's down ports (8 NVL72 racks on a 288-port leaf) sizes the leaf's uplinks to the SU at the
+ratio, so that no uplink serves an empty port.
 
 Leaves ``L = SUs * rails`` per plane, each with ``d1`` ports down and ``u1`` up (oversubscription, or
 ``fabric.leaf_uplinks``), sized with the same rules as ``clos.py``:
@@ -54,6 +56,10 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     d1, u1 = leaf_split(radix[0], ratios[0], leaf_uplinks, lanes[0])
     R2, R3 = radix[1], radix[2]
     su = scalable_unit or d1
+    if leaf_uplinks is None and su < d1:
+        # a leaf serves one rail of an SU: size its uplinks to the SU's ports at the ratio, not to empty ports
+        u1 = math.ceil(su / (ratios[0] * lanes[0]) - 1e-9)
+        d1 = radix[0] - u1 * lanes[0]
     if su > d1:
         raise Refused(f"a scalable unit of {su} servers needs {su} down ports per rail leaf, but the leaf has {d1}",
                       path="fabric.scalable_unit", hint=f"use scalable_unit: {d1} or fewer")
