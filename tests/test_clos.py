@@ -398,3 +398,17 @@ def test_link_speeds_a_switch_cannot_run_are_refused(make_design, catalog, link_
     design = make_design(cluster={"gpus": 4096}, fabric={"tiers": 3, "link_gbps": link_gbps})
     with pytest.raises(InfeasibleDesign, match=re.escape(message) + r".*\(hint: "):
         generate(design, catalog)
+
+
+def test_meta_like_cluster_has_metas_racks_and_pods(in_root, catalog):
+    """designs/meta-like-24k.yaml: 1,536 rack ToRs of 16 GPUs (16 down, 32 up) in 8 pods of 192 racks, as
+    Meta's 24k clusters; the cross-pod cut is the pods' spine uplinks: 8 x 32 spines x 32 x 400G / 2."""
+    from topoplan.spec import load_design
+
+    topology = generate(load_design("designs/meta-like-24k.yaml", catalog), catalog)
+    plan = topology.layout.tree.plan
+    assert (plan.leaves, plan.pods, plan.leaves_per_pod) == (1536, 8, 192)
+    assert (plan.down[0], plan.up[0]) == (16, 32)
+    assert plan.spines_per_pod == 32 and plan.up[1] == 32
+    assert topology.layout.bisection_gbps == 8 * 32 * 32 * 400 / 2
+    assert topology.layout.diameter_hops == 6
