@@ -335,8 +335,9 @@ def test_the_oversubscribed_core_of_the_issue_builds_the_cores_its_links_need(ca
 
 @pytest.mark.parametrize("topology", ["fat-tree", "rail-optimized"])
 def test_pods_of_a_given_size_and_their_cross_pod_cut(make_design, catalog, topology):
-    """512 DGX H100 at 15:1 from spine to core, pods of 128 servers: 4 pods of 32 leaves per plane; the
-    bisection is the cross-pod cut (half the spines' uplinks), far below the pods' own; diameter 6."""
+    """512 DGX H100 at 15:1 from spine to core, pods of 128 servers: 4 pods of 32 leaves per plane; a spine
+    uses 32 of its 60 down ports, so it gets ceil(4 x 32 / 60) = 3 uplinks, not 4; the bisection is the
+    cross-pod cut (half the spines' uplinks), far below the pods' own; diameter 6."""
     from topoplan.flow.bisection import bisection
 
     design = make_design(cluster={"gpus": None, "servers": 512},
@@ -344,7 +345,7 @@ def test_pods_of_a_given_size_and_their_cross_pod_cut(make_design, catalog, topo
                                  "pod": {"servers": 128}})
     topology_ = generate(design, catalog)
     plan = topology_.layout.tree.plan
-    assert (plan.pods, plan.leaves_per_pod, plan.spines_per_pod, plan.up[1]) == (4, 32, 32, 4)
+    assert (plan.pods, plan.leaves_per_pod, plan.spines_per_pod, plan.up[1]) == (4, 32, 32, 3)
     assert np.bincount(topology_.pod[topology_.tier == 0]).tolist() == [32, 32, 32, 32]
     assert topology_.layout.bisection_gbps == plan.spines * plan.up[1] * 400 / 2
     assert topology_.layout.diameter_hops == 6
@@ -402,13 +403,14 @@ def test_link_speeds_a_switch_cannot_run_are_refused(make_design, catalog, link_
 
 def test_meta_like_cluster_has_metas_racks_and_pods(in_root, catalog):
     """designs/meta-like-24k.yaml: 1,536 rack ToRs of 16 GPUs (16 down, 32 up) in 8 pods of 192 racks, as
-    Meta's 24k clusters; the cross-pod cut is the pods' spine uplinks: 8 x 32 spines x 32 x 400G / 2."""
+    Meta's 24k clusters; a spine uses 192 of its 224 down ports, so at 7:1 it has ceil(192 / 7) = 28
+    uplinks, not 32; the cross-pod cut is the pods' spine uplinks: 8 x 32 spines x 28 x 400G / 2."""
     from topoplan.spec import load_design
 
     topology = generate(load_design("designs/meta-like-24k.yaml", catalog), catalog)
     plan = topology.layout.tree.plan
     assert (plan.leaves, plan.pods, plan.leaves_per_pod) == (1536, 8, 192)
     assert (plan.down[0], plan.up[0]) == (16, 32)
-    assert plan.spines_per_pod == 32 and plan.up[1] == 32
-    assert topology.layout.bisection_gbps == 8 * 32 * 32 * 400 / 2
+    assert plan.spines_per_pod == 32 and plan.up[1] == 28
+    assert topology.layout.bisection_gbps == 8 * 32 * 28 * 400 / 2
     assert topology.layout.diameter_hops == 6

@@ -145,6 +145,9 @@ def test_pxn_of_whole_server_alltoall_groups_equals_listing_pairs(make_design, c
                                                          "tiers": 3, "scalable_unit": 1, "leaf_uplinks": 2}},
     {"cluster": {"gpus": 2048}, "fabric": {"topology": "rail-optimized", "scalable_unit": 16, "tiers": 3,
                                           "pod": {"servers": 32}}},
+    # 72 rails (GB200 NVL72) on 64-port spines: rail groups of 24 share spines, the core joins the groups
+    {"cluster": {"server": "gb200-nvl72", "gpus": None, "servers": 16},
+     "fabric": {"topology": "rail-optimized", "scalable_unit": 8}},
     {"cluster": {"server": "hgx-b300", "gpus": 512}, "fabric": {"topology": "rail-optimized", "planes": 2,
                                                                 "scalable_unit": 16}},
 ])
@@ -349,3 +352,20 @@ def test_shipped_superpod_like_designs_match_their_closed_forms(in_root, catalog
     switches = topology.kind == KIND["switch"]
     degree = np.bincount(topology.src, minlength=topology.num_nodes)
     assert degree[switches].max() <= plan.radix[0]
+
+
+def test_more_rails_than_spine_ports_share_spines_in_rail_groups(make_design, catalog):
+    """16 GB200 NVL72 racks (72 rails) in SUs of 8 on 64-port switches: a spine has 32 down ports, fewer
+    than the rails, so pods hold groups of 24 rails (the largest divisor of 72 that fits) for one SU: 3
+    groups x 2 SUs = 6 pods of 24 leaves; a spine uses 24 of its 32 down ports, so it has 24 uplinks; every
+    pod reaches every other through the core; six hops across pods."""
+    topology = generate(make_design(cluster={"server": "gb200-nvl72", "gpus": None, "servers": 16},
+                                    fabric={"topology": "rail-optimized", "scalable_unit": 8}), catalog)
+    plan = topology.layout.tree.plan
+    assert (plan.tiers, plan.pods, plan.leaves_per_pod, plan.spines_per_pod, plan.up) == (3, 6, 24, 8, (8, 24, 0))
+    leaves = (topology.kind == KIND["switch"]) & (topology.tier == 0)
+    rail, pod = topology.rail[leaves], topology.pod[leaves]
+    assert all(np.unique(rail[pod == p]).size == 24 for p in range(6))
+    assert (np.unique(pod[rail // 24 == 0]) == [0, 1]).all()
+    assert topology.layout.diameter_hops == 6
+    assert clos.index_of(topology).isolated_pods is False

@@ -171,6 +171,11 @@ def three_tier_plan(endpoints: int, radix: tuple, down: tuple, up: tuple, leaves
     pod to core group ``j``, ``cores_per_group`` cores with ``spine_core_links`` links each) when that is
     the fewest, else spread (link ``j * u2 + i`` of spine ``j`` to core ``(j * u2 + i) mod cores``).
     ``islands`` splits the pods into that many consecutive runs, each with cores of its own (rail-only)."""
+    # a pod with fewer leaves than a spine's down ports: the spines' uplinks follow the ports in use at the
+    # same ratio, so that no core port serves an empty one (user pod sizes, rail groups, small rails)
+    used = math.ceil(leaves_per_pod * up[0] / spines_per_pod)
+    if used < down[1]:
+        up = (up[0], math.ceil(up[1] * used / down[1] - 1e-9), 0)
     u2 = up[1]
     pods_per_island = pods // islands
     cores, _ = upper_tier(pods_per_island, spines_per_pod * u2, radix[2])

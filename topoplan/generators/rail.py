@@ -14,9 +14,11 @@ Leaves ``L = SUs * rails`` per plane, each with ``d1`` ports down and ``u1`` up 
 ``fabric.leaf_uplinks``), sized with the same rules as ``clos.py``:
 
 * ``rail-optimized``, ``aggregation: any-to-any`` (NVIDIA SuperPOD, Alibaba HPN): all leaves share the
-  spines; 2 tiers while ``L <= R``: ``S`` = the smallest divisor of ``u1`` with ``S*R >= L*u1`` (SuperPOD H100:
-  8/16/24/32 leaves -> 4/8/16/16 spines). Beyond, 3 tiers: pods of whole SUs (``d2 // rails`` SUs each),
-  spines per pod by the same divisor rule on the pod's leaves, cores as in ``clos.py``.
+  spines; 2 tiers while ``L <= R``: ``S`` spines by ``clos.upper_tier`` (SuperPOD H100: 8/16/24/32 leaves
+  -> 4/8/16/16 spines). Beyond, 3 tiers: pods of whole SUs (``d2 // rails`` SUs each), spines per pod by
+  the same rule on the pod's leaves, cores as in ``clos.py``. With more rails than a spine has down ports
+  (72-GPU NVLink domains), pods hold groups of ``g`` rails, the largest divisor of the rails ``<= d2``, for
+  ``d2 // g`` SUs; the groups share the core.
 * ``aggregation: same-rail`` (Tencent Astral): spines serve the leaves of one rail only; 2 tiers: one pod
   per rail; 3 tiers: pods of up to ``d2`` SUs of one rail, and the core joins every rail.
 * ``rail-only`` (Wang et al.): no spine across rails; one leaf per rail when there is one SU, else each rail
@@ -103,24 +105,19 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
                         spines, per_pair, 0, 0, 0, R2 * su * (rails if not per_rail else 1))
         leaf_pod = rail_of_leaf if per_rail else np.zeros(leaves, dtype=np.int32)
         return plan, su, sus, leaf_pod
-    if per_rail:
-        sus_per_pod = min(sus, d2) if sus_per_pod is None else sus_per_pod
-        chunks = math.ceil(sus / sus_per_pod)
-        pods = rails * chunks
-        leaf_pod = rail_of_leaf * chunks + su_of_leaf // sus_per_pod
-        leaves_per_pod = sus_per_pod
-    else:
-        if d2 // rails < 1:
-            raise Refused(f"a {R2}-port spine cannot hold one leaf per rail ({rails} rails)", path="fabric.switch",
-                          hint="use a spine with more ports")
-        sus_per_pod = d2 // rails if sus_per_pod is None else sus_per_pod
-        pods = math.ceil(sus / sus_per_pod)
-        leaf_pod = su_of_leaf // sus_per_pod
-        leaves_per_pod = sus_per_pod * rails
+    # a pod holds the leaves of a group of rails for some SUs: one rail (same-rail, rail-only), every rail
+    # (any-to-any), or, when a spine has fewer down ports than there are rails (NVL72-class servers), the
+    # largest group of rails that divides them and fits: rail groups share spines, the core joins the groups
+    group = 1 if per_rail else rails if d2 >= rails else max(g for g in range(1, d2 + 1) if rails % g == 0)
+    if sus_per_pod is None:
+        sus_per_pod = min(sus, d2) if per_rail else d2 // group
+    chunks = math.ceil(sus / sus_per_pod)
+    pods = rails // group * chunks
+    leaf_pod = rail_of_leaf // group * chunks + su_of_leaf // sus_per_pod
+    leaves_per_pod = sus_per_pod * group
     if leaves_per_pod > d2:
         raise Refused(f"a pod of {leaves_per_pod:,} leaves needs spines with {leaves_per_pod} ports down; they have "
-                      f"{d2}", path="fabric.pod.servers",
-                      hint=f"use pods of at most {d2 // (1 if per_rail else rails) * su:,} servers")
+                      f"{d2}", path="fabric.pod.servers", hint=f"use pods of at most {d2 // group * su:,} servers")
     reach = pods // rails if topology == "rail-only" else pods   # pods under one core
     if reach > R3:
         if pod_servers is not None:
@@ -172,8 +169,7 @@ def generate(design: Design, catalog: Catalog) -> Topology:
         add_tree(builder, plan, plane, hosts.endpoints, endpoint_leaf, leaf_pod, models, speeds,
                  fabric.cabling, leaf_rail=leaf_rail)
 
-    per_rail = fabric.topology == "rail-only" or fabric.aggregation == "same-rail"
-    pods_per_rail = plan.pods // rails if per_rail and plan.tiers == 3 else plan.pods
+    pods_per_rail = np.unique(leaf_pod[leaf_rail == 0]).size if plan.tiers == 3 else plan.pods  # pods one rail spans
     tree = TreeLayout(plan, models_present(models, plan), rails=rails, scalable_unit=su,
                       scalable_units=sus,
                       aggregation="rail-only" if fabric.topology == "rail-only" else fabric.aggregation)
