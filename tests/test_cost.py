@@ -10,8 +10,9 @@ from topoplan.cost import REACH_REQUIRED_M, bill_of_materials
 from topoplan.generators import generate
 
 
-def _cheapest_transceiver(catalog, speed, reach):
-    parts = [t for t in catalog.transceivers.values() if t.speed_gbps == speed and t.reach_m >= reach]
+def _cheapest_transceiver(catalog, speed, reach, drive="dsp", form_factor="OSFP"):
+    parts = [t for t in catalog.transceivers.values() if t.speed_gbps == speed and t.reach_m >= reach
+             and t.drive == drive and t.form_factor == form_factor]
     return min(parts, key=lambda t: (t.price_usd, t.id))
 
 
@@ -91,3 +92,53 @@ def test_override_catalog_price_changes_cost(tmp_path, catalog):
     before = evaluate(design_from_data(data, catalog), catalog).bom.total_usd
     after = evaluate(design_from_data(data, cheap), cheap).bom.total_usd
     assert before - after == pytest.approx(48 * 1000)
+
+
+# --- optics options (issue 14, item 7) ------------------------------------------------------------------
+
+def _modules(bom):
+    got = {}
+    for line in bom.lines:
+        if line.category == "transceivers":
+            got[line.item] = got.get(line.item, 0) + line.quantity
+    return got
+
+
+def test_linear_drive_optics_replace_the_pluggables_one_for_one(make_design, catalog):
+    """optics: linear takes the cheapest linear-drive part of each cage instead: the same 1,024 + 1,536
+    modules and 2,048 fibres as the hand count above, at the LPO parts' power and price."""
+    cabling = {"cabling": {"leaf": "in-row", "spine": "in-row"}}
+    design = make_design(cluster={"gpus": 1024}, fabric={**cabling, "optics": "linear"})
+    bom = bill_of_materials(generate(design, catalog), design, catalog)
+    t400 = _cheapest_transceiver(catalog, 400, REACH_REQUIRED_M["in-row"], "linear")
+    t800 = _cheapest_transceiver(catalog, 800, REACH_REQUIRED_M["in-row"], "linear")
+    assert _modules(bom) == {t400.id: 1024, t800.id: 1536} and bom.quantity("cables") == 2048
+    dsp = make_design(cluster={"gpus": 1024}, fabric=cabling)
+    retimed = bill_of_materials(generate(dsp, catalog), dsp, catalog)
+    saved_w = retimed.power_w - bom.power_w
+    d400 = _cheapest_transceiver(catalog, 400, REACH_REQUIRED_M["in-row"])
+    d800 = _cheapest_transceiver(catalog, 800, REACH_REQUIRED_M["in-row"])
+    assert saved_w == pytest.approx(1024 * (d400.power_w - t400.power_w) + 1536 * (d800.power_w - t800.power_w))
+
+
+def test_co_packaged_switches_take_fibres_but_no_transceivers(make_design, catalog):
+    """Leaves and spines with co-packaged optics (Q3450-LD): only the NICs' 1,024 modules are bought;
+    every link still has its fibre."""
+    design = make_design(cluster={"gpus": 1024}, fabric={"switch": "nvidia-q3450-ld",
+                                                          "cabling": {"leaf": "in-row", "spine": "in-row"}})
+    topology = generate(design, catalog)
+    bom = bill_of_materials(topology, design, catalog)
+    links = topology.links_by_tier()
+    assert sum(_modules(bom).values()) == 1024 and bom.quantity("transceivers", "spine") == 0
+    assert bom.quantity("cables") == links["leaf"] + links["spine"]
+
+
+def test_linear_drive_without_a_part_is_refused_with_a_hint(make_design, catalog):
+    from topoplan.errors import InfeasibleDesign
+
+    """The HPN host's dual-port 200G NICs have QSFP112 cages, for which the catalog has no linear part."""
+    design = make_design(cluster={"server": "hpn-h800-dual-port", "gpus": 64},
+                         fabric={"switch": "broadcom-th5-64x800g", "planes": 2, "optics": "linear",
+                                 "cabling": {"leaf": "in-row"}})
+    with pytest.raises(InfeasibleDesign, match=r"no linear-drive transceiver .* optics: dsp"):
+        bill_of_materials(generate(design, catalog), design, catalog)

@@ -46,6 +46,7 @@ class Switch:
     price_usd: float
     source: str
     in_network_reduction: bool = False   # SHARP: NCCL's CollNet reduces in the switch
+    co_packaged_optics: bool = False     # optics inside the switch (CPO): fibres plug in, no transceivers
 
     def modes(self) -> list[PortMode]:
         """Native and breakout port modes, fastest first."""
@@ -106,6 +107,7 @@ class Transceiver:
     power_w: float
     price_usd: float
     source: str
+    drive: str = "dsp"    # "dsp": retimed pluggable; "linear": linear-drive (LPO), no DSP, less power
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,10 @@ _SECTIONS = {
         "breakouts": Key(List(Obj({"ports": Key(_COUNT, True), "port_speed_gbps": Key(_POS, True)})), True),
         "latency_ns": Key(_NONNEG, True), "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True),
         "source": Key(_SOURCE, True),
-        "in_network_reduction": Key(Bool(doc="SHARP in-network reduction (NCCL CollNet)"), False, False)})),
+        "in_network_reduction": Key(Bool(doc="SHARP in-network reduction (NCCL CollNet)"), False, False),
+        "co_packaged_optics": Key(Bool(doc="optics co-packaged with the switch chip: its links take fibres but "
+                                           "no transceivers (their power and price are the switch's)"),
+                                  False, False)})),
     "nics": (Nic, Obj({
         "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
         "ports": Key(_COUNT, True), "port_speed_gbps": Key(_POS, True), "cages": Key(_COUNT, True),
@@ -194,7 +199,9 @@ _SECTIONS = {
         "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
         "form_factor": Key(_TEXT, True), "speed_gbps": Key(_POS, True),
         "media": Key(Enum(("multimode", "singlemode")), True), "reach_m": Key(_POS, True),
-        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
+        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True),
+        "drive": Key(Enum(("dsp", "linear"), doc="dsp: retimed pluggable; linear: linear-drive optics (LPO)"),
+                     False, "dsp")})),
     "cables": (Cable, Obj({
         "id": Key(_ID, True), "kind": Key(Enum(("dac", "acc", "aec", "aoc", "fiber")), True),
         "media": Key(Enum(("copper", "multimode", "singlemode")), True),

@@ -114,17 +114,18 @@ def cheapest(items):
     return min(items, key=lambda x: (x.price_usd, x.id)) if items else None
 
 
-def _transceiver(catalog: Catalog, gbps: float, form_factor: str, need_m: float, media: str):
+def _transceiver(catalog: Catalog, gbps: float, form_factor: str, need_m: float, media: str, drive: str = "dsp"):
     return cheapest([t for t in catalog.transceivers.values() if t.speed_gbps >= gbps and t.form_factor == form_factor
-                      and t.reach_m >= need_m and t.media == media])
+                      and t.reach_m >= need_m and t.media == media and t.drive == drive])
 
 
-def choose_optics(catalog: Catalog, need_m: float, cages: list) -> tuple | None:
+def choose_optics(catalog: Catalog, need_m: float, cages: list, drive: str = "dsp") -> tuple | None:
     """(fibre, one transceiver per cage kind) for fibre links reaching ``need_m`` between devices with
     ``cages`` ((ports per cage, cage Gb/s, form factor) each), or None if the catalog has none. One media
-    for the whole link, so both ends and the fibre match: multimode when it reaches, else single-mode."""
+    for the whole link, so both ends and the fibre match: multimode when it reaches, else single-mode.
+    ``drive`` picks retimed (dsp) or linear-drive (LPO) pluggables."""
     for media in ("multimode", "singlemode"):
-        parts = [_transceiver(catalog, gbps, ff, need_m, media) for _p, gbps, ff in cages]
+        parts = [_transceiver(catalog, gbps, ff, need_m, media, drive) for _p, gbps, ff in cages]
         fibre = cheapest([c for c in catalog.cables.values()
                            if c.kind == "fiber" and c.media == media and c.reach_m >= need_m])
         if all(parts) and fibre:
@@ -159,14 +160,19 @@ def _add_cabling(bom: Bom, topology: Topology, design: Design, catalog: Catalog)
                 continue
             ends = np.concatenate([src[links], dst[links]])
             cages = [(topology.models[model], n, cage_of(kind, topology.models[model], float(speed), catalog))
-                     for kind, model, n in _pair_counts(topology.kind[ends], topology.model[ends])]
-            chosen = choose_optics(catalog, need_m, [cage for _m, _n, cage in cages])
+                     for kind, model, n in _pair_counts(topology.kind[ends], topology.model[ends])
+                     if not (kind == KIND["switch"] and catalog.switches[topology.models[model]].co_packaged_optics)]
+            drive = design.fabric.optics
+            chosen = choose_optics(catalog, need_m, [cage for _m, _n, cage in cages], drive)
             if chosen is None:
                 missing = [f"{gbps:g} Gb/s {ff} (for {model})" for model, _n, (_p, gbps, ff) in cages
-                           if not any(_transceiver(catalog, gbps, ff, need_m, m) for m in ("multimode", "singlemode"))]
-                raise design.infeasible(f"fabric.cabling.{tier}", "the catalog has no transceiver reaching "
+                           if not any(_transceiver(catalog, gbps, ff, need_m, m, drive)
+                                      for m in ("multimode", "singlemode"))]
+                kind_word = "linear-drive transceiver" if drive == "linear" else "transceiver"
+                raise design.infeasible(f"fabric.cabling.{tier}", f"the catalog has no {kind_word} reaching "
                                         f"{need_m:g} m for " + (", ".join(missing) or "both ends in one media"),
-                                        "add one with --catalog FILE, or choose another reach class for this tier")
+                                        "add one with --catalog FILE, or choose another reach class for this tier"
+                                        + (", or optics: dsp" if drive == "linear" else ""))
             fibre, parts = chosen
             bom.lines.append(BomLine("cables", fibre.id, tier, fibres_per_link * count, fibre.price_usd,
                                      fibre.power_w))

@@ -87,6 +87,8 @@ DESIGN_SCHEMA = Obj({
         "link_gbps": Key(Map(("spine", "core"), Int(minimum=1, maximum=1_000_000, doc="Gb/s"),
                              doc="speed of the links up from the leaves (spine) and from the spines (core), a "
                                  "whole multiple of the tier below; default the NIC links' speed"), False),
+        "optics": Key(Enum(("dsp", "linear"), doc="pluggable optics: retimed (dsp, default) or linear-drive (LPO); "
+                                                   "switches with co-packaged optics need none"), False, "dsp"),
         "pod": Key(Obj({
             "servers": Key(Int(minimum=1, maximum=MAX_GPUS, doc="servers per pod"), True),
         }, doc="pods of this many servers under a core tier (fat-tree, rail-optimized); default as large as "
@@ -141,6 +143,7 @@ class Fabric:
     cabling: dict = field(default_factory=lambda: dict(DEFAULT_CABLING))
     pod_servers: int | None = None  # servers per pod under the core (None: as many as the spines allow)
     link_gbps: dict = field(default_factory=dict)  # link tier (spine, core) -> Gb/s; missing: the tier below's
+    optics: str = "dsp"  # pluggable transceivers: "dsp" (retimed) or "linear" (LPO)
     railx: dict | None = None
 
 
@@ -286,7 +289,8 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
     fab = Fabric(topology=fabric["topology"], switch=switch_ids, tiers=fabric["tiers"], oversubscription=over,
                  planes=fabric["planes"], scalable_unit=fabric["scalable_unit"], leaf_uplinks=fabric["leaf_uplinks"],
                  aggregation=fabric["aggregation"], cabling=cabling, railx=fabric["railx"],
-                 pod_servers=(fabric["pod"] or {}).get("servers"), link_gbps=dict(fabric["link_gbps"] or {}))
+                 pod_servers=(fabric["pod"] or {}).get("servers"), link_gbps=dict(fabric["link_gbps"] or {}),
+                 optics=fabric["optics"])
     workload = _workload(c["workload"] or {}, gpus, ctx, c["fabric"]["topology"])
     targets = c["targets"] or {}
     names = {col.name for col in workload.collectives}
