@@ -108,16 +108,18 @@ def _pod_islands(topology: Topology, category: np.ndarray, pods: int) -> np.ndar
     per pod without a core; one per rail when every rail has cores of its own (rail-only, three tiers)."""
     if pods <= 1:
         return np.zeros(1, dtype=np.int64)
-    import scipy.sparse as sp
-    from scipy.sparse.csgraph import connected_components
-
     up = np.flatnonzero((category == SPINE_UP) & (topology.plane[topology.src] == 0))
-    pod_of_spine, core = topology.pod[topology.src[up]], topology.dst[up]
-    cores, core_column = np.unique(core, return_inverse=True)
-    n = pods + cores.size
-    graph = sp.coo_matrix((np.ones(up.size), (pod_of_spine, pods + core_column)), shape=(n, n))
-    _count, labels = connected_components(graph, directed=False)
-    return labels[:pods].astype(np.int64)
+    pod_of_link, core = topology.pod[topology.src[up]].astype(np.int64), topology.dst[up]
+    _cores, core_of_link = np.unique(core, return_inverse=True)
+    island = np.arange(pods, dtype=np.int64)
+    while True:  # label propagation: every pod takes the least label among the pods its cores reach
+        core_label = np.full(_cores.size, pods, dtype=np.int64)
+        np.minimum.at(core_label, core_of_link, island[pod_of_link])
+        relabeled = island.copy()
+        np.minimum.at(relabeled, pod_of_link, core_label[core_of_link])
+        if (relabeled == island).all():
+            return island
+        island = relabeled
 
 
 _CACHE: dict = {}
