@@ -380,8 +380,9 @@ def evaluate_collective(topology: Topology, plans: list, timing: Timing = Timing
 @dataclass(frozen=True)
 class RoutingWork:
     """What routing a workload will take, known before any of it starts: the engine that runs, the routing
-    calls (one per phase, all seeds at once) and, for the engines that search
-    per destination, their multiply-adds (``ecmp.search_ops``; 0 for the closed forms)."""
+    calls (one per phase, all seeds at once) and, for the engines that search per destination, their
+    multiply-adds (``ecmp.search_ops``, counted on the phases' demands before NCCL's PXN rewrite, which
+    keeps their destinations; 0 for the closed forms)."""
 
     engine: str
     routes: int
