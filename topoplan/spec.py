@@ -271,6 +271,9 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
         elif isinstance(railx, dict) and railx.get("ocs") not in (None, MISSING) and railx["ocs"] not in catalog.ocs:
             ctx.error(("fabric", "railx", "ocs"), f"unknown optical circuit switch '{railx['ocs']}'",
                       did_you_mean(railx["ocs"], catalog.ocs))
+        if fabric["link_gbps"] and fabric["topology"] == "railx":
+            ctx.error(("fabric", "link_gbps"), "link speeds per tier apply to switched fabrics; RailX circuits run "
+                      "at the chips' port speed", "remove it")
         if fabric["pod"] is not None and fabric["topology"] not in ("fat-tree", "rail-optimized"):
             ctx.error(("fabric", "pod"), f"pods apply to fat-tree and rail-optimized fabrics, not {fabric['topology']}",
                       "remove it" + (" (a rail-only fabric's pods are its rails)" if fabric["topology"] == "rail-only"
