@@ -139,12 +139,19 @@ def evaluate(case: Case) -> dict:
                                timing_for(design, catalog))
         protocol, seconds = result.best(last.size_bytes)
         alternatives[algorithm.name] = last.size_bytes / seconds / 1e9 * result.plan.busbw_factor
-    small = [r for r in log.rows if 0 < r.size_bytes <= 1024]
-    quickest = min(small or log.rows[:1], key=lambda r: r.time_us)
-    predicted = next(r for r in sweep.rows if r.size_bytes == quickest.size_bytes)
-    out.update(sweep=sweep, summary=summary, last=last, alternatives=alternatives, latency_measured_us=quickest.time_us,
-               latency_predicted_us=predicted.time_us, parts=decomposition(sweep, log))
+    small = [r for r in log.rows if 0 < r.size_bytes <= 1024]   # none in a log that starts at 512 MiB
+    quickest = min(small, key=lambda r: r.time_us) if small else None
+    predicted = None if quickest is None else next(r for r in sweep.rows if r.size_bytes == quickest.size_bytes)
+    out.update(sweep=sweep, summary=summary, last=last, alternatives=alternatives,
+               latency_measured_us=None if quickest is None else quickest.time_us,
+               latency_predicted_us=None if predicted is None else predicted.time_us, parts=decomposition(sweep, log))
     return out
+
+
+def _quickest(r: dict) -> str:
+    if r["latency_measured_us"] is None:
+        return "no row up to 1 KiB"
+    return f"{r['latency_measured_us']:.0f} us / {r['latency_predicted_us']:.0f} us"
 
 
 def markdown(results: list[dict]) -> str:
@@ -168,8 +175,8 @@ def markdown(results: list[dict]) -> str:
         lines.append(
             f"| `{case.log}` | {case.machine} | {r['sweep'].group_size} | {s['median_abs_error']:.1%} | "
             f"{s['worst_abs_error']:.1%} | {last.busbw_GBps:.0f} predicted, {last.measured_busbw_GBps:.0f} measured "
-            f"({last.error:+.1%}) | {last.algorithm}/{last.protocol} | {r['latency_measured_us']:.0f} us / "
-            f"{r['latency_predicted_us']:.0f} us | {'yes' if s['median_abs_error'] <= TARGET else 'no'} |")
+            f"({last.error:+.1%}) | {last.algorithm}/{last.protocol} | {_quickest(r)} | "
+            f"{'yes' if s['median_abs_error'] <= TARGET else 'no'} |")
     lines += ["", "## Where the gap comes from", "",
               "From 64 MiB every log lies close to a straight line, `time = fixed cost + bus bytes / sustained "
               "busbw` (bus bytes = size x 2(n-1)/n), fitted by least squares relative to each time; so do the "
