@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import traceback
 
 import click
@@ -162,8 +163,6 @@ class Progress:
         self.started = self.last = 0.0
 
     def begin(self, total: int) -> None:
-        import time
-
         self.total, self.done = total, 0
         self.started = self.last = time.monotonic()
 
@@ -175,8 +174,6 @@ class Progress:
                        f"{work.search_ops:.2g} multiply-adds, about {work.minutes:,.1f} min", err=True)
 
     def step(self, label: str = "") -> None:
-        import time
-
         self.done += 1
         now = time.monotonic()
         if now - self.last < self.every_s or self.done >= self.total:

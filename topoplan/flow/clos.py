@@ -110,10 +110,10 @@ def _pod_islands(topology: Topology, category: np.ndarray, pods: int) -> np.ndar
         return np.zeros(1, dtype=np.int64)
     up = np.flatnonzero((category == SPINE_UP) & (topology.plane[topology.src] == 0))
     pod_of_link, core = topology.pod[topology.src[up]].astype(np.int64), topology.dst[up]
-    _cores, core_of_link = np.unique(core, return_inverse=True)
+    cores, core_of_link = np.unique(core, return_inverse=True)
     island = np.arange(pods, dtype=np.int64)
     while True:  # label propagation: every pod takes the least label among the pods its cores reach
-        core_label = np.full(_cores.size, pods, dtype=np.int64)
+        core_label = np.full(cores.size, pods, dtype=np.int64)
         np.minimum.at(core_label, core_of_link, island[pod_of_link])
         relabeled = island.copy()
         np.minimum.at(relabeled, pod_of_link, core_label[core_of_link])

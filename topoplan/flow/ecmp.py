@@ -126,8 +126,9 @@ def search_arc_visits(topology: Topology, arc_mask: np.ndarray | None = None) ->
     time): ``(distances, push)``, for ``distances_to`` and for pushing the flow back in ``route``. Replays
     both loops on the distances one probe search towards one GPU meets; taken for every destination (the
     fabrics topoplan builds are symmetric)."""
-    key = (id(topology), None if arc_mask is None else hash(np.asarray(arc_mask, dtype=bool).tobytes()))
-    if _PROBED.get("key") != key or _PROBED.get("topology") is not topology:
+    global _probed
+    mask_key = None if arc_mask is None else hash(np.asarray(arc_mask, dtype=bool).tobytes())
+    if _probed is None or _probed[0] is not topology or _probed[1] != mask_key:
         graph = routing_graph(topology, arc_mask)
         probe = topology.gpus[:1]
         levels = set([0] if probe.size == 0 else distances_to(graph, probe)[2])
@@ -145,11 +146,12 @@ def search_arc_visits(topology: Topology, arc_mask: np.ndarray | None = None) ->
                         seen.add(level + w)
                         heapq.heappush(candidates, level + w)
         push = sum(arcs for level in levels - {0} for w, arcs in arcs_of_weight.items() if level - w in levels)
-        _PROBED.update(key=key, topology=topology, visits=(int(distances), int(push)))
-    return _PROBED["visits"]
+        _probed = (topology, mask_key, (int(distances), int(push)))
+    return _probed[2]
 
 
-_PROBED: dict = {}  # the last topology probed (the pipeline routes many phases over one topology)
+# (topology, arc-mask hash, visits) of the last probe: the pipeline routes many phases over one topology
+_probed: tuple | None = None
 
 
 def search_ops(topology: Topology, destinations: int, arc_mask: np.ndarray | None = None,

@@ -44,8 +44,8 @@ from ..errors import Refused
 from ..spec import Design
 from ..topology import Topology, TopologyBuilder
 from ..layout import TreeLayout
-from .clos import (TIER_NAMES, ClosPlan, add_tree, check_core_carries_traffic, check_ratios_apply, leaf_split, three_tier_plan, upper_tier,
-                   models_present, reduces_in_network, tree_layout)
+from .clos import (TIER_NAMES, ClosPlan, add_tree, check_core_carries_traffic, check_ratios_apply, leaf_split,
+                   models_present, reduces_in_network, three_tier_plan, tree_layout, upper_tier)
 from .hosts import add_hosts, check_fits_in_memory, check_nic_planes, resolve_link_speed, tier_speeds
 
 
@@ -118,7 +118,8 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
     if leaves_per_pod > d2:
         raise Refused(f"a pod of {leaves_per_pod:,} leaves needs spines with {leaves_per_pod} ports down; they have "
                       f"{d2}", path="fabric.pod.servers", hint=f"use pods of at most {d2 // group * su:,} servers")
-    reach = pods // rails if topology == "rail-only" else pods   # pods under one core
+    islands = rails if topology == "rail-only" else 1   # rail-only: every rail a Clos with cores of its own
+    reach = pods // islands                             # pods under one core
     if reach > R3:
         if pod_servers is not None:
             raise Refused(f"{reach:,} pods are more than a {R3}-port core can reach", path="fabric.pod.servers",
@@ -126,7 +127,6 @@ def plan_rail(servers: int, rails: int, radix: tuple, ratios: tuple, leaf_uplink
         raise Refused(f"a three-tier rail fabric holds at most {R3} pods under a core; this design needs {reach}",
                       path="fabric.tiers" if tiers else "cluster", hint="add planes, or use switches with more ports")
     spines_per_pod, per_pair = upper_tier(leaves_per_pod, u1, d2)   # inside a pod, on the spines' down ports
-    islands = rails if topology == "rail-only" else 1                # rail-only: every rail a Clos of its own
     plan = three_tier_plan(endpoints, radix, (d1, d2, R3), (u1, u2, 0), leaves, leaves_per_pod, pods, spines_per_pod,
                            per_pair, R3 * leaves_per_pod * su, islands)
     return plan, su, sus, leaf_pod.astype(np.int32)
