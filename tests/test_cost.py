@@ -16,8 +16,9 @@ def _cheapest_transceiver(catalog, speed, reach, drive="dsp", form_factor="OSFP"
     return min(parts, key=lambda t: (t.price_usd, t.id))
 
 
-def _cheapest_cable(catalog, kinds, reach, speed=0):
-    parts = [c for c in catalog.cables.values() if c.kind in kinds and c.reach_m >= reach and c.speed_gbps >= speed]
+def _cheapest_cable(catalog, kinds, reach, speed=0, tails=1):
+    parts = [c for c in catalog.cables.values() if c.kind in kinds and c.reach_m >= reach and c.speed_gbps >= speed
+             and c.tails == tails]
     return min(parts, key=lambda c: (c.price_usd, c.id))
 
 
@@ -54,12 +55,86 @@ def test_two_tier_1024_gpu_bom_by_hand(make_design, catalog):
     assert by_category["ocs"] == 0
 
 
-def test_in_rack_copper_has_no_transceivers(make_design, catalog):
-    design = make_design(cluster={"gpus": 64}, fabric={"cabling": {"leaf": "in-rack"}})
+def test_in_rack_copper_is_splitters_and_twin_port_cables(make_design, catalog):
+    """64 DGX H100 GPUs on QM9700s (twin-port 800G cages), leaf and spine tiers in the rack: no
+    transceivers; each leaf cage takes a 1:2 splitter to two single-port 400G NICs (64 links, 32 cables),
+    and each leaf-spine cage pair a straight twin-port DAC (64 links at 400G, 32 cables)."""
+    design = make_design(cluster={"gpus": 64}, fabric={"tiers": 2, "cabling": {"leaf": "in-rack", "spine": "in-rack"}})
     bom = bill_of_materials(generate(design, catalog), design, catalog)
     assert bom.quantity("transceivers") == 0
-    dac = _cheapest_cable(catalog, ("dac", "acc", "aec"), REACH_REQUIRED_M["in-rack"], 400)
-    assert [(l.item, l.quantity) for l in bom.lines if l.category == "cables"] == [(dac.id, 64)]
+    splitter = _cheapest_cable(catalog, ("dac", "acc"), REACH_REQUIRED_M["in-rack"], 800, tails=2)
+    twin = _cheapest_cable(catalog, ("dac", "acc"), REACH_REQUIRED_M["in-rack"], 800, tails=1)
+    assert [(l.item, l.tier, l.quantity) for l in bom.lines if l.category == "cables"] == [
+        (splitter.id, "leaf", 32), (twin.id, "spine", 32)]
+    assert [(l.tier, l.links, l.cables, l.medium, l.fibres) for l in bom.links] == [
+        ("leaf", 64, 32, "copper", 0), ("spine", 64, 32, "copper", 0)]
+
+
+def test_in_rack_copper_without_a_splitter_is_refused(make_design, tmp_path):
+    """Without a 1:2 copper part a twin-port cage cannot reach two single-port NICs in the rack."""
+    from topoplan.catalog import load_catalog
+    from topoplan.errors import InfeasibleDesign
+
+    catalog = load_catalog()
+    splitters = [c for c in catalog.cables.values() if c.media == "copper" and c.tails == 2]
+    override = tmp_path / "no-splitters.yaml"
+    override.write_text("cables:\n" + "".join(
+        f"  - {{id: {c.id}, kind: {c.kind}, media: copper, tails: 2, description: gone, speed_gbps: 800,"
+        " reach_m: 0.01, power_w: 0, price_usd: 1, source: test}\n" for c in splitters))
+    catalog = load_catalog([override])
+    from topoplan.spec import design_from_data
+    from conftest import spec_data
+    design = design_from_data(spec_data(cluster={"gpus": 64}, fabric={"cabling": {"leaf": "in-rack"}}), catalog)
+    with pytest.raises(InfeasibleDesign, match="1:2 copper splitter"):
+        bill_of_materials(generate(design, catalog), design, catalog)
+
+
+# NVIDIA DGX SuperPOD reference architectures, "compute fabric component counts" (topologies.md §B4; the
+# B300 and B300-XDR RAs' Table 3): (SU, leaves, spines, node-leaf cables, leaf-spine cables)
+B300_TWIN_PLANE = [(1, 16, 8, 512, 512), (2, 32, 16, 1024, 1024), (4, 64, 32, 2048, 2048),
+                   (8, 128, 64, 4096, 4096), (16, 256, 128, 8192, 8192)]
+B300_XDR = [(1, 8, 4, 576, 576), (2, 16, 8, 1152, 1152), (4, 32, 18, 2304, 2304), (8, 64, 36, 4608, 4608)]
+
+
+@pytest.mark.parametrize("su, leaves, spines, node_leaf, leaf_spine", B300_TWIN_PLANE)
+def test_cables_as_nvidia_counts_them_b300_twin_plane(make_design, catalog, su, leaves, spines, node_leaf,
+                                                     leaf_spine):
+    """DGX B300 on Spectrum-X: each GPU's 800G CX-8 cage runs 2 x 400G into two planes; SN5600 ports
+    are 800G run as 2 x 400G. NVIDIA counts one cable per GPU and per 800G leaf uplink port: half the
+    400G links of each tier."""
+    design = make_design(cluster={"server": "hgx-b300", "gpus": 512 * su},
+                         fabric={"topology": "rail-optimized", "planes": 2, "scalable_unit": 64,
+                                 "switch": "nvidia-sn5600", "tiers": 2})
+    bom = bill_of_materials(generate(design, catalog), design, catalog)
+    assert (bom.quantity("switches", "leaf"), bom.quantity("switches", "spine")) == (leaves, spines)
+    by_tier = {line.tier: line for line in bom.links}
+    assert (by_tier["leaf"].cables, by_tier["spine"].cables) == (node_leaf, leaf_spine)
+    assert (by_tier["leaf"].links, by_tier["spine"].links) == (2 * node_leaf, 2 * leaf_spine)
+
+
+@pytest.mark.parametrize("su, leaves, spines, node_leaf, leaf_spine", B300_XDR)
+def test_cables_as_nvidia_counts_them_b300_xdr(make_design, catalog, su, leaves, spines, node_leaf, leaf_spine):
+    """DGX B300 on Quantum-X800 XDR: single-port 800G CX-8s, 800G Q3400 ports in twin-port cages; one
+    cable per 800G link (each twin-port module has two fibre connectors)."""
+    design = make_design(cluster={"server": "dgx-b300-xdr", "gpus": 576 * su},
+                         fabric={"topology": "rail-optimized", "scalable_unit": 72, "switch": "nvidia-q3400",
+                                 "tiers": 2})
+    bom = bill_of_materials(generate(design, catalog), design, catalog)
+    assert (bom.quantity("switches", "leaf"), bom.quantity("switches", "spine")) == (leaves, spines)
+    assert [(l.tier, l.links, l.cables) for l in bom.links] == [("leaf", node_leaf, node_leaf),
+                                                               ("spine", leaf_spine, leaf_spine)]
+
+
+def test_cables_as_nvidia_counts_them_h100_4su(catalog):
+    """H100 SuperPOD, 4 SUs of QM9700 (400G ports in twin-port cages): 1,024 leaf-spine cables; 1,020
+    compute + UFM cables, of which topoplan models the 127 nodes' 1,016 (not UFM's 4)."""
+    from topoplan.spec import load_design
+
+    from conftest import ROOT
+
+    design = load_design(ROOT / "designs" / "superpod-h100-4su.yaml", catalog)
+    bom = bill_of_materials(generate(design, catalog), design, catalog)
+    assert [(l.tier, l.links, l.cables) for l in bom.links] == [("leaf", 1016, 1020 - 4), ("spine", 1024, 1024)]
 
 
 def test_cost_scales_with_links(make_design, catalog):

@@ -121,6 +121,7 @@ class Cable:
     power_w: float
     price_usd: float
     source: str
+    tails: int = 1   # connectors at the far end of one assembly: 1 straight, 2 or 4 a splitter (copper)
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,9 @@ _SECTIONS = {
         "id": Key(_ID, True), "kind": Key(Enum(("dac", "acc", "aec", "aoc", "fiber")), True),
         "media": Key(Enum(("copper", "multimode", "singlemode")), True),
         "description": Key(_TEXT, True), "speed_gbps": Key(_NONNEG, True), "reach_m": Key(_POS, True),
-        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
+        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True),
+        "tails": Key(Enum((1, 2, 4), doc="connectors at the far end of one cable: 1 straight; 2 or 4 a "
+                                         "splitter whose head fills one cage"), False, 1)})),
     "ocs": (Ocs, Obj({
         "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
         "ports": Key(_COUNT, True), "latency_ns": Key(_NONNEG, True), "power_w": Key(_NONNEG, True),

@@ -3,12 +3,20 @@
 Counted from the topology's arrays (vectorized, no per-element Python):
 
 * switches and optical circuit switches by tier and model; compute NICs by model;
-* per network link tier, the reach class from ``fabric.cabling`` decides the medium: an ``in-rack`` link
-  is one copper cable; an ``in-row`` or ``cross-row`` link is one fibre plus a transceiver module in a
-  cage at each end. A module fills one cage and serves the cage's logical ports (a twin-port 800G OSFP
-  on a 64x400G switch serves two 400G links), so modules per device model = ceil(link ends / ports per
-  cage). The cheapest part of the cage's form factor, at least the cage's capacity and reaching far
-  enough is used, multimode where both ends have one, else single-mode, with a fibre of that media.
+* per network link tier, the reach class from ``fabric.cabling`` decides the medium. An ``in-rack`` tier
+  is copper: one cable assembly per cage at the end whose cages carry the most links (a twin-port DAC
+  joins two twin-port cages; a 1:2 splitter joins one twin-port cage to two single-port NICs). An
+  ``in-row`` or ``cross-row`` tier is optical: a transceiver module in a cage at each end and one fibre
+  per link. A module fills one cage and serves the cage's logical ports (a twin-port 800G OSFP on a
+  64x400G switch serves two 400G links), so modules per device model = ceil(link ends / ports per cage).
+  The cheapest part of the cage's form factor, at least the cage's capacity and reaching far enough is
+  used, multimode where both ends have one, else single-mode, with a fibre of that media.
+* per link tier and speed, the links and the cables as vendors count them (``Bom.links``): one cable
+  per connector at the end with fewer connectors for copper (a cage), and per connector at the end with
+  more for optics, a connector being a switch port as the vendor numbers its ports (a QM9700's 400G
+  port; an SN5600's 800G port, even when it runs as 2 x 400G) or a NIC cage. NVIDIA's SuperPOD tables
+  count this way: 256 leaf-spine cables per H100 SU of 256 links at 400G, 512 per B300 SU of 1,024
+  400G links on 800G ports.
 
 Network cost excludes the servers (their price is reported apart, for scale). Prices are catalog
 estimates; the report says so.
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -47,9 +56,22 @@ class BomLine:
         return self.quantity * self.unit_power_w
 
 
+@dataclass(frozen=True)
+class LinkLine:
+    """One link tier at one speed: its links, and its cables as vendors count them."""
+
+    tier: str
+    link_gbps: float
+    links: int
+    cables: int
+    medium: str        # "copper" or "optical"
+    fibres: int        # priced fibres (one per link; two per circuit through an OCS); 0 for copper
+
+
 @dataclass
 class Bom:
     lines: list = field(default_factory=list)
+    links: list = field(default_factory=list)   # LinkLine per tier and speed
     gpus: int = 0
     servers: int = 0
     server_price_usd: float = 0.0
@@ -133,8 +155,62 @@ def choose_optics(catalog: Catalog, need_m: float, cages: list, drive: str = "ds
     return None
 
 
+def connector_ports(node_kind: int, model_id: str, link_gbps: float, catalog: Catalog,
+                    medium: str) -> tuple[int, int]:
+    """(numerator, denominator) of the links one connector of a device carries, the unit a cable is
+    counted on: a copper assembly fills a cage (``radix / cages`` on a switch), a fibre one switch port as
+    the vendor numbers them (``radix / ports``), and on a NIC either fills a cage (``ports / cages``).
+    Never below one link per connector."""
+    if node_kind == KIND["switch"]:
+        switch = catalog.switches[model_id]
+        numerator = switch.radix_at(link_gbps)[0]
+        denominator = switch.cages if medium == "copper" else switch.ports
+    else:
+        nic = catalog.nics[model_id]
+        numerator, denominator = nic.ports, nic.cages
+    return (numerator, denominator) if numerator >= denominator else (1, 1)
+
+
+def copper_assembly(catalog: Catalog, need_m: float, link_gbps: float, sides: list):
+    """(cable, tails) joining two link ends of ``sides`` ((numerator, denominator) of links per connector
+    each): the head is the end whose connectors carry the most links; ``tails`` connectors at the other
+    end hang off each head (1: a straight cable, 2 or 4: a splitter). The cable is the cheapest copper
+    part of that fan-out carrying the head's links at ``link_gbps`` and reaching ``need_m``; None if the
+    ratio is not whole or the catalog has no such part."""
+    per = sorted(Fraction(num, den) for num, den in sides)
+    ratio = per[-1] / per[0]
+    if ratio.denominator != 1:
+        return None, int(math.ceil(ratio))
+    tails = int(ratio)
+    head_gbps = float(per[-1]) * link_gbps
+    return cheapest([c for c in catalog.cables.values() if c.media == "copper" and c.tails == tails
+                     and c.speed_gbps >= head_gbps - 1e-9 and c.reach_m >= need_m]), tails
+
+
+def _connectors(topology: Topology, nodes: np.ndarray, speed: float, catalog: Catalog, medium: str) -> tuple:
+    """(connectors the links ending at ``nodes`` use, the widest (numerator, denominator) among their
+    models); connectors are counted per device model, as transceiver modules are."""
+    total, widest = 0, (1, 1)
+    for kind, model, n in _pair_counts(topology.kind[nodes], topology.model[nodes]):
+        num, den = connector_ports(kind, topology.models[model], speed, catalog, medium)
+        total += -(-n * den // num)
+        widest = max(widest, (num, den), key=lambda p: Fraction(*p))
+    return total, widest
+
+
+def _link_sides(topology: Topology) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) end of every link: the NIC (or chip) below the leaf below the spine below the core;
+    the source end when both are of one rank."""
+    src, dst = topology.src[0::2], topology.dst[0::2]
+    rank = np.where(topology.kind == KIND["switch"], topology.tier.astype(np.int64), -1)
+    rank = np.where(topology.kind == KIND["ocs"], len(SWITCH_TIERS), rank)
+    swap = rank[src] > rank[dst]
+    return np.where(swap, dst, src), np.where(swap, src, dst)
+
+
 def _add_cabling(bom: Bom, topology: Topology, design: Design, catalog: Catalog) -> None:
     src, dst = topology.src[0::2], topology.dst[0::2]
+    lower, upper = _link_sides(topology)
     capacity, link_tier = topology.capacity_gbps[0::2], topology.link_tier[0::2]
     for tier_index, tier in enumerate(LINK_TIERS):
         if tier == "host":
@@ -146,18 +222,26 @@ def _add_cabling(bom: Bom, topology: Topology, design: Design, catalog: Catalog)
             continue
         reach = design.fabric.cabling[tier]
         need_m = REACH_REQUIRED_M[reach]
+        medium = "copper" if reach == "in-rack" else "optical"
         for speed in np.unique(capacity[mask]):
             links = mask & (capacity == speed)
             count = int(links.sum())
-            if reach == "in-rack":
-                cable = cheapest([c for c in catalog.cables.values()
-                                   if c.media == "copper" and c.speed_gbps >= speed and c.reach_m >= need_m])
+            (low, low_widest), (up, up_widest) = (_connectors(topology, side[links], float(speed), catalog, medium)
+                                                  for side in (lower, upper))
+            if medium == "copper":
+                cable, tails = copper_assembly(catalog, need_m, float(speed), [low_widest, up_widest])
                 if cable is None:
-                    raise design.infeasible(f"fabric.cabling.{tier}", f"the catalog has no copper cable for "
-                                            f"{speed:g} Gb/s links of {need_m:g} m",
+                    fan = "straight copper cable" if tails == 1 else f"1:{tails} copper splitter"
+                    raise design.infeasible(f"fabric.cabling.{tier}", f"the catalog has no {fan} for "
+                                            f"{speed:g} Gb/s links of {need_m:g} m between these cages",
                                             "add one with --catalog FILE, or cable this tier in-row")
-                bom.lines.append(BomLine("cables", cable.id, tier, count, cable.price_usd, cable.power_w))
+                cables = min(low, up)
+                bom.links.append(LinkLine(tier, float(speed), count, cables, medium, 0))
+                bom.lines.append(BomLine("cables", cable.id, tier, cables, cable.price_usd, cable.power_w))
                 continue
+            # a circuit's two fibres each plug one OCS port: one cable per fibre
+            cables = fibres_per_link * count if tier == "ocs" else max(low, up)
+            bom.links.append(LinkLine(tier, float(speed), count, cables, medium, fibres_per_link * count))
             ends = np.concatenate([src[links], dst[links]])
             cages = [(topology.models[model], n, cage_of(kind, topology.models[model], float(speed), catalog))
                      for kind, model, n in _pair_counts(topology.kind[ends], topology.model[ends])

@@ -22,14 +22,13 @@ priced plan to the bill of materials of the generated design.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
 from ..catalog import Catalog
 from ..errors import Refused
-from ..cost import REACH_REQUIRED_M, cage_of, cheapest, choose_optics
+from ..cost import REACH_REQUIRED_M, cage_of, choose_optics, connector_ports, copper_assembly
 from ..generators.clos import TIER_NAMES, plan_clos, split_ports
 from ..generators.hosts import link_speed
 from ..spec import DEFAULT_CABLING
@@ -62,16 +61,27 @@ class _Choice:
     tier_optics: tuple      # per link tier: (cable cents, [(part cents, cage ports num, den, ends per link)])
 
 
+@dataclass(frozen=True)
+class _TierOptics:
+    """What one link tier's cabling costs per choice of models, in the bill of materials' terms: a fibre
+    per link and per-cage modules ``(part cents, cage ports numerator, denominator, ends per link)``, or
+    (copper) one assembly per connector at the end whose connectors are fewer, ``copper_sides`` holding
+    each end's (numerator, denominator) of links per connector."""
+
+    per_link_cents: int
+    modules: tuple = ()
+    copper_cents: int = 0
+    copper_sides: tuple = ()
+
+
 def _optics(catalog: Catalog, reach: str, ends: list, speed: float):
-    """(cable cents, [(part cents, cage ports numerator, denominator, ends per link), ...]) for one link
-    tier of ``reach`` whose two ends are ``ends`` ((kind, model id) each): a copper cable in the rack, else
-    a fibre and a transceiver per cage, the same model at both ends sharing its cages, as the bill of
-    materials counts them. None when the catalog has no parts for it."""
+    """The cabling of one link tier of ``reach`` whose two ends are ``ends`` ((kind, model id) each, lower
+    end first), priced as the bill of materials prices it; None when the catalog has no parts for it."""
     need_m = REACH_REQUIRED_M[reach]
     if reach == "in-rack":
-        cable = cheapest([c for c in catalog.cables.values()
-                           if c.media == "copper" and c.speed_gbps >= speed and c.reach_m >= need_m])
-        return None if cable is None else (round(cable.price_usd * CENTS), [])
+        sides = tuple(connector_ports(KIND[kind], model, speed, catalog, "copper") for kind, model in ends)
+        cable, _tails = copper_assembly(catalog, need_m, speed, list(sides))
+        return None if cable is None else _TierOptics(0, (), round(cable.price_usd * CENTS), sides)
     distinct = list(dict.fromkeys(ends))
     cages = [cage_of(KIND[kind], model, speed, catalog) for kind, model in distinct]
     chosen = choose_optics(catalog, need_m, cages)
@@ -88,7 +98,7 @@ def _optics(catalog: Catalog, reach: str, ends: list, speed: float):
             numerator, denominator = nic.ports, nic.cages
         share = ends.count((kind, model))  # ends per link at this model: 1, or 2 when both ends are it
         out.append((round(part.price_usd * CENTS), numerator, denominator, share))
-    return round(fibre.price_usd * CENTS), out
+    return _TierOptics(round(fibre.price_usd * CENTS), tuple(out))
 
 
 def _choices(catalog: Catalog, server_id: str, switches: list, tiers: int, cabling: dict) -> list[_Choice]:
@@ -122,9 +132,10 @@ def _endpoints(catalog: Catalog, server_id: str, gpus: int, planes: int) -> tupl
     return nics * nic.ports // planes, nics, nics * round(nic.price_usd * CENTS)
 
 
-def _modules_cents(links: int, optics) -> int:
-    fibre, ends = optics
-    return links * fibre + sum(math.ceil(share * links * den / num) * part for part, num, den, share in ends)
+def _modules_cents(links: int, optics: _TierOptics) -> int:
+    copper = min((-(-links * den // num) for num, den in optics.copper_sides), default=0)
+    return (links * optics.per_link_cents + optics.copper_cents * copper
+            + sum(-(-share * links * den // num) * part for part, num, den, share in optics.modules))
 
 
 def _cabling(cabling: dict | None) -> dict:
@@ -223,12 +234,18 @@ def size_fat_tree(catalog: Catalog, server_id: str, gpus: int, planes: int, swit
         terms = [planes * (choice.prices_cents[0] * leaves + choice.prices_cents[1] * spines
                            + choice.prices_cents[2] * cores)]
         for links, optics in zip([E, leaf_links, spine_links][:tiers], choice.tier_optics):
-            fibre, ends = optics
-            terms.append(planes * fibre * links)
-            for part, num, den, share in ends:   # modules = ceil(share * planes * links * den / num)
+            terms.append(planes * optics.per_link_cents * links)
+            for part, num, den, share in optics.modules:   # modules = ceil(share * planes * links * den / num)
                 modules = var(0, 2**40, "modules")
                 model.add(modules * num >= share * planes * den * links)
                 terms.append(part * modules)
+            if optics.copper_sides:   # assemblies = the fewer of the two ends' connectors (each a ceiling)
+                ends = [var(0, 2**40, "connectors") for _ in optics.copper_sides]
+                for connectors, (num, den) in zip(ends, optics.copper_sides):
+                    model.add(connectors * num >= planes * den * links)
+                assemblies = var(0, 2**40, "assemblies")
+                model.add_min_equality(assemblies, ends)
+                terms.append(optics.copper_cents * assemblies)
         model.add(cost == nic_cents + sum(terms)).only_enforce_if(chosen)
     model.minimize(cost)
     solver = cp_model.CpSolver()

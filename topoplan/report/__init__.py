@@ -129,6 +129,12 @@ def build_report(evaluation) -> dict:
              "power_w": round(l.power_w, 1)}
             for l in sorted(bom.lines, key=lambda l: (CATEGORIES.index(l.category), _tier_order(l.tier), l.item))
         ],
+        "cabling": [
+            {"tier": l.tier, "link_gbps": l.link_gbps, "links": l.links, "cables": l.cables, "medium": l.medium,
+             "fibres": l.fibres,
+             "transceivers": sum(b.quantity for b in bom.lines if b.category == "transceivers" and b.tier == l.tier)}
+            for l in bom.links
+        ],
         "warnings": list(layout.warnings),
     }
     return report

@@ -136,6 +136,16 @@ def _text(r: dict, markdown: bool) -> str:
     out += table(["Category", "Item", "Tier", "Qty", "Unit USD", "USD", "Power"], rows, markdown,
                  right=(3, 4, 5, 6))
     out.append("")
+    if r["cabling"]:
+        out += _heading("Links and cables", markdown)
+        rows = [(x["tier"], f"{x['link_gbps']:g}", x["medium"], count(x["links"]), count(x["cables"]),
+                 count(x["fibres"]) if x["fibres"] else "-", count(x["transceivers"]) if x["transceivers"] else "-")
+                for x in r["cabling"]]
+        out += table(["Tier", "Gb/s", "Medium", "Links", "Cables", "Fibres", "Transceivers"], rows, markdown,
+                     right=(1, 3, 4, 5, 6))
+        out += ["", "Cables as vendors count them: copper, one assembly per cage at the end with fewer "
+                "(twin-port DACs, 1:2 splitters); optics, one per switch port as the vendor numbers them (or "
+                "NIC cage) at the end with more. Fibres are priced one per link.", ""]
     out += [f"Bisection method: {r['bisection']['method']}."]
     if r["warnings"]:
         out += [""] + _heading("Warnings", markdown) + [f"- {w}" for w in r["warnings"]]
