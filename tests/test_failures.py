@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from topoplan import pipeline
-from topoplan.failures import arc_mask, blast_radius, link_down_mask
+from topoplan.failures import arc_mask, blast_radius, component_counts, link_down_mask
+from topoplan.reliability import hpn_network_rates, interruptions, llama3_rates
 from topoplan.spec import design_from_data, load_design
 from topoplan.topology import KIND, LINK_TIER
 
@@ -133,3 +134,19 @@ def test_dual_port_nic_stops_only_when_both_ports_are_down(small_rail):
     both = blast_radius(topology, ports)
     assert not one.job_stops and one.worst_server_fraction == pytest.approx(15 / 16)
     assert both.stopped_gpus.tolist() == _networkx_stopped(topology, ports, []) and both.stopped_gpus.size == 1
+
+
+def test_component_counts_follow_the_bom(catalog):
+    design = load_design(ROOT / "designs" / "fat-tree-16k.yaml", catalog)
+    topology, bom = pipeline.build(design, catalog)
+    counts = component_counts(topology)
+    assert counts["gpu"] == 16_384 and counts["host"] == 2_048 and counts["nic"] == 16_384
+    assert counts["nic_link"] == 16_384  # one 400G port per ConnectX-7
+    assert counts["switch"] == sum(topology.switches_by_tier().values())
+    assert counts["link"] == sum(topology.links_by_tier().values())
+    # Llama 3's rates on Llama 3's cluster size give Llama 3's 7.76 a day; HPN's network rates add
+    # 16,384 x 0.057%/month of NIC links and the ToRs.
+    assert interruptions(llama3_rates(), counts).per_day == pytest.approx(419 / 54)
+    network = interruptions(hpn_network_rates(), counts)
+    expected = (16_384 * 0.00057 + counts["leaf_switch"] * 0.00051) / (365.25 / 12)
+    assert network.per_day == pytest.approx(expected)

@@ -47,7 +47,7 @@ def test_poisson_table(gpus, per_day, per_day_digit, mtbf_h, mtbf_digit, p_hour,
 def test_hpn_segment_link_failures_per_month():
     # A 1,024-GPU segment has 2,048 NIC-ToR links: about 1.17 link failures a month.
     link_rate = rel.hpn_network_rates()[0]
-    run = rel.interruptions((link_rate,), {"link": 2_048})
+    run = rel.interruptions((link_rate,), {"nic_link": 2_048})
     assert run.per_day * rel.DAYS_PER_MONTH == pytest.approx(1.17, abs=0.005)
 
 

@@ -46,6 +46,21 @@ class BlastRadius:
         return float(self.server_injection_fraction.min(initial=1.0))
 
 
+def component_counts(topology: Topology) -> dict[str, int]:
+    """How many of each failure unit the topology has (the units of ``reliability.ComponentRate``)."""
+    network = topology.link_tier[0::2] != LINK_TIER["host"]
+    switches = topology.kind == KIND["switch"]
+    return {
+        "gpu": int(topology.gpus.size),
+        "host": int(np.unique(topology.server[topology.server >= 0]).size),
+        "nic": int(topology.nodes_of("nic").size),
+        "nic_link": int((topology.link_tier[0::2] == LINK_TIER["leaf"]).sum()),
+        "leaf_switch": int((switches & (topology.tier == 0)).sum()),
+        "switch": int(switches.sum()),
+        "link": int(network.sum()),
+    }
+
+
 def link_down_mask(topology: Topology, failed_links=(), failed_nodes=()) -> np.ndarray:
     """Per link (arc pair), True when it is down: listed, or ending at a failed node."""
     down = np.zeros(topology.num_links, dtype=bool)

@@ -51,7 +51,7 @@ class ComponentRate:
     """One cause of interruptions: ``rate_per_unit_day`` events per ``unit`` per day."""
 
     cause: str
-    unit: str  # gpu | host | nic | switch | link
+    unit: str  # a key of failures.component_counts: gpu | host | nic | nic_link | leaf_switch | switch | link
     rate_per_unit_day: float
     source: str
 
@@ -70,8 +70,8 @@ def hpn_network_rates() -> tuple[ComponentRate, ...]:
     """Alibaba HPN (SIGCOMM'24): NIC-ToR link 0.057%/link/month, ToR 0.051%/switch/month."""
     source = "Alibaba HPN, SIGCOMM'24, doi 10.1145/3651890.3672265"
     return (
-        ComponentRate("NIC-ToR link", "link", 0.00057 / DAYS_PER_MONTH, source),
-        ComponentRate("ToR switch", "switch", 0.00051 / DAYS_PER_MONTH, source),
+        ComponentRate("NIC-ToR link", "nic_link", 0.00057 / DAYS_PER_MONTH, source),
+        ComponentRate("ToR switch", "leaf_switch", 0.00051 / DAYS_PER_MONTH, source),
     )
 
 
