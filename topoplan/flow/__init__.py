@@ -5,6 +5,8 @@ registry, ``ENGINES`` (the contract is in ``engine.py``):
 
 * ``ecmp``       fractional ECMP on any graph (``ecmp.py``);
 * ``clos``       closed-form ECMP on folded-Clos fabrics (``clos.py``): stands in for ``ecmp`` where exact;
+* ``clos-failed`` ECMP by destination classes on folded-Clos fabrics with failed network links or switches
+                 (``degraded.py``): stands in for ``ecmp`` there;
 * ``railx``      ECMP on RailX fabrics from the row x column structure (``railx.py``): stands in for ``ecmp``
                  where exact;
 * ``ecmp-hash``  one path per flow or queue pair by a seeded hash (``hashed.py``);
@@ -21,7 +23,7 @@ import numpy as np
 
 from ..errors import EngineRefused, Refusal  # noqa: F401 - part of the facade
 from ..topology import Topology
-from . import clos, ecmp, hashed, lp, railx
+from . import clos, degraded, ecmp, hashed, lp, railx
 from .engine import Engine, RouteRequest, Routed, no_failed_links
 from .engine import select_engine as _select
 from .traffic import Demand
@@ -39,6 +41,9 @@ ENGINES: dict[str, Engine] = {engine.name: engine for engine in (
            route=lambda t, d, r: ecmp.route(t, d, r.arc_mask), refusal=lambda t, r: None, per_destination=True),
     Engine("clos", "closed-form ECMP per subtree on folded-Clos and rail fabrics",
            route=lambda t, d, r: clos.route(t, d), refusal=_closed_form(clos, "clos"), stands_in_for="ecmp"),
+    Engine("clos-failed", "ECMP by destination classes on folded-Clos fabrics with failed links or switches",
+           route=lambda t, d, r: degraded.route(t, d, r.arc_mask), refusal=lambda t, r: degraded.refusal(t, r.arc_mask),
+           stands_in_for="ecmp"),
     Engine("railx", "ECMP from the row x column structure of RailX grids",
            route=lambda t, d, r: railx.route(t, d), refusal=_closed_form(railx, "railx"), stands_in_for="ecmp"),
     Engine("ecmp-hash", "one shortest path per flow or queue pair, by a seeded hash",
