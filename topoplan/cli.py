@@ -18,7 +18,7 @@ import click
 
 from . import __version__
 from .catalog import SECTIONS, load_catalog
-from .errors import TopoplanError, did_you_mean
+from .errors import EngineRefused, TopoplanError, did_you_mean
 from .report import build_report
 from .report.writers import FORMATS, render
 
@@ -206,6 +206,7 @@ def main():
       topoplan compare main:designs/x.yaml designs/x.yaml --format markdown
       topoplan optimize designs/spaces/small.yaml --plot pareto.png
       topoplan host designs/fat-tree-1k.yaml           one server's PCIe/NVLink paths
+      topoplan resilience designs/fat-tree-1k.yaml     failed switches and links, MTBF, goodput
       topoplan nccl designs/fat-tree-1k.yaml -e 8G     an nccl-tests style sweep (--measured LOG)
       topoplan build designs/fat-tree-1k.yaml -o fabric.graphml
       topoplan catalog list                            hardware topoplan knows about
@@ -371,6 +372,8 @@ def check(specs, baseline, max_regression, catalog_files):
     for spec, evaluation in evaluations:
         report = build_report(evaluation)
         name = evaluation.design.name
+        if any(key in RESILIENCE_TARGETS for key in evaluation.design.targets):
+            report["resilience"] = _assess(spec, catalog, "check")[3]["summary"]
         results = check_targets(report, evaluation.design.targets)
         if not results and not baseline:
             click.echo(f"ok   {name}: no targets in {spec}")
@@ -393,6 +396,72 @@ def check(specs, baseline, max_regression, catalog_files):
     if missed:
         click.echo(f"{missed} check(s) failed", err=True)
         sys.exit(EXIT_TARGET_MISSED)
+
+
+RESILIENCE_TARGETS = ("max_interruptions_per_day", "min_goodput", "max_single_failure_slowdown")
+
+
+def _assess(spec: str, catalog, command: str = "resilience"):
+    """(design, topology, assessment, report dict) of ``topoplan resilience``."""
+    import numpy as np
+
+    from .flow import RouteRequest, select_engine
+    from .pipeline import build as build_stage
+    from .report.resilience import resilience_report
+    from .resilience import assess
+    from .spec import load_design
+    from .topology import LINK_TIER
+
+    design = load_design(spec, catalog)
+    topology, _bom = build_stage(design, catalog)
+    try:
+        assessment = assess(topology, design, catalog, design.failures, Progress(command, "failure runs"))
+    except EngineRefused as err:
+        raise design.infeasible("failures", str(err), "choose scenarios the engine can route, or a smaller "
+                                "fabric") from None
+    engine = select_engine(topology, RouteRequest(design.routing.engine)).name
+    network = np.flatnonzero(topology.link_tier != LINK_TIER["host"])
+    if network.size:
+        one_down = np.ones(topology.num_arcs, dtype=bool)
+        one_down[network[:2]] = False
+        degraded = select_engine(topology, RouteRequest(design.routing.engine, arc_mask=one_down)).name
+        engine = f"{engine}; with failures {degraded}" if degraded != engine else engine
+    return design, topology, assessment, resilience_report(design, topology, assessment, engine)
+
+
+@main.command()
+@click.argument("spec", type=click.Path())
+@format_option
+@output_option
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, metavar="PNG",
+              help="Also write a chart of the worst slowdown per failure class (PNG).")
+@catalog_option
+@handle_errors
+def resilience(spec, fmt, output, plot_file, catalog_files):
+    """What failed switches, links, NICs, servers or planes do to SPEC's job, and what failures cost.
+
+    \b
+    For each scenario of the spec's 'failures:' section (default: every single switch and every
+    single link, one run per symmetry class): whether the job stops, the GPUs that stop it, the
+    worst host bandwidth kept, the degraded bisection, and each collective's slowdown against
+    healthy. Then interruptions per day from published failure rates times the fabric's counts,
+    the job's MTBF, Young's and Daly's checkpoint intervals and the goodput they leave.
+    Examples:
+      topoplan resilience designs/fat-tree-16k.yaml
+      topoplan resilience designs/hpn-pod-15k.yaml --format markdown -o resilience.md
+      topoplan resilience designs/fat-tree-16k.yaml --format json | jq .summary
+      topoplan resilience designs/fat-tree-1k.yaml --plot failures.png
+    """
+    from .report.writers import render_resilience
+
+    check_outputs([output, plot_file], [spec, *catalog_files])
+    catalog = _catalog(catalog_files)
+    _design, _topology, _assessment, result = _assess(spec, catalog)
+    write_output(render_resilience(result, fmt), output)
+    if plot_file:
+        from .report import plots
+
+        click.echo(f"wrote {write_figure(plots.resilience_figure(result), plot_file)}", err=True)
 
 
 def _evaluate_source(source: str, catalog, command: str = "compare"):

@@ -62,6 +62,12 @@ REPORT_METRICS: tuple[Metric, ...] = (
     Metric("cost.per_injection_gbps_usd", "USD per Gb/s", "lower"),
     Metric("cost.per_bisection_gbps_usd", "USD per Gb/s", "lower"),
     Metric("cost.per_gpu_bisection_gbps_usd", "USD per Gb/s per GPU", "lower"),
+    # from ``topoplan resilience`` (``report/resilience.py`` summary); ``check`` runs it when one is a target
+    Metric("resilience.interruptions_per_day", "interruptions per day", "lower", target="max_interruptions_per_day",
+           compared=False),
+    Metric("resilience.goodput", "of wall-clock time training", "higher", target="min_goodput", compared=False),
+    Metric("resilience.worst_single_failure_slowdown", "x healthy time", "lower",
+           target="max_single_failure_slowdown", compared=False),
 )
 
 # per collective (keys of a ``collectives[]`` entry), in the order compare lists them

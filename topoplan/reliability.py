@@ -75,6 +75,9 @@ def hpn_network_rates() -> tuple[ComponentRate, ...]:
     )
 
 
+RATE_SETS = {"llama3": llama3_rates, "hpn-network": hpn_network_rates}  # the names a spec's failures.rates takes
+
+
 @dataclass(frozen=True)
 class Interruptions:
     """Expected interruptions of a synchronous job and the odds of one in an hour or a day."""

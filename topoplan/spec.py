@@ -18,6 +18,7 @@ from .schema import (MISSING, Bool, Context, Dict, Enum, Int, Key, List, Map, Nu
 from .flow import ENGINES
 from .flow import algorithms as _algorithms
 from .metrics import Metric, target_metrics
+from .reliability import RATE_SETS
 from .topology import SWITCH_TIERS
 from .units import parse_size
 
@@ -49,6 +50,27 @@ COLLECTIVE = Obj({
                        hint="KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000"), True),
     "algorithm": Key(Enum(ALGORITHMS), False),
 }, doc="one collective of the training step")
+
+# what a failure scenario may fail: switches by tier, network links by the tier at their upper end
+# ("leaf-link": a NIC port's link), and whole units
+FAILURE_ELEMENTS = ("switch", "leaf", "spine", "core", "link", "leaf-link", "spine-link", "core-link", "nic",
+                    "server", "plane", "ocs")
+MAX_FAILURE_SAMPLES = 10_000
+
+SCENARIO = Obj({
+    "name": Key(_ID, True),
+    "fail": Key(Enum(FAILURE_ELEMENTS, doc="what fails: a switch (of a tier), a network link (of a tier), a "
+                     "NIC, a server, a plane or an OCS"), True),
+    "index": Key(OneOf((Int(minimum=0), List(Int(minimum=0))),
+                       doc="explicit: which of them (0-based, in the order `topoplan build` lists them)"), False),
+    "every": Key(Bool(doc="every single one of them, evaluated once per symmetry class"), False, False),
+    "random": Key(Obj({
+        "count": Key(Int(minimum=1, maximum=4096, doc="elements failed at once"), False, 1),
+        "samples": Key(Int(minimum=1, maximum=MAX_FAILURE_SAMPLES, doc="random sets to evaluate"), False, 1),
+        "seed": Key(Int(minimum=0, maximum=2**32 - 1), False, 0),
+    }, doc="random sets of elements"), False),
+}, doc="one failure scenario: give exactly one of index, every or random")
+
 
 def _target_schema(m: Metric, per_collective: bool):
     """A target's value: a positive limit (a whole number where the metric counts); per collective, one
@@ -114,6 +136,16 @@ DESIGN_SCHEMA = Obj({
         "seeds": Key(Int(minimum=1, maximum=64, doc="ecmp-hash: hash seeds to sample"), False, 8),
         "qps": Key(Int(minimum=1, maximum=256, doc="ecmp-hash: queue pairs per flow"), False, 1),
     }))), False, "ecmp"),
+    "failures": Key(Obj({
+        "scenarios": Key(List(SCENARIO), False),
+        "rates": Key(List(Enum(tuple(RATE_SETS), doc="published failure-rate set")), False, ["llama3"]),
+        "checkpoint_s": Key(Num(exclusive_minimum=0, maximum=1e7, doc="seconds to write a checkpoint"), False, 100),
+        "restart_s": Key(Num(minimum=0, maximum=1e7, doc="seconds from an interruption to training again"), False,
+                         600),
+        "gpu_hour_usd": Key(Num(exclusive_minimum=0, maximum=1e6, doc="what a GPU-hour costs, for lost dollars"),
+                            False),
+    }, doc="what `topoplan resilience` evaluates: failure scenarios (default: every single switch and every "
+           "single link), the failure rates and the checkpoint costs"), False),
     "targets": Key(Obj({key: Key(_target_schema(m, per_collective), False)
                         for key, (m, per_collective) in sorted(target_metrics().items(), key=_target_order)},
                        doc="limits checked by `topoplan check`"), False),
@@ -171,6 +203,31 @@ class Routing:
 
 
 @dataclass(frozen=True)
+class Scenario:
+    """A ``failures.scenarios`` entry: ``mode`` is ``index`` (explicit ``indices``), ``random`` (``samples``
+    sets of ``count`` elements from ``seed``) or ``every`` (each single element, by symmetry class)."""
+
+    name: str
+    element: str
+    mode: str
+    indices: tuple = ()
+    count: int = 1
+    samples: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """The spec's ``failures`` section (defaults when it is absent; no scenarios: the default ones)."""
+
+    scenarios: tuple = ()
+    rates: tuple = ("llama3",)
+    checkpoint_s: float = 100.0
+    restart_s: float = 600.0
+    gpu_hour_usd: float | None = None
+
+
+@dataclass(frozen=True)
 class Design:
     name: str
     description: str
@@ -179,6 +236,7 @@ class Design:
     workload: Workload
     routing: Routing
     targets: dict
+    failures: FailurePolicy = FailurePolicy()
     file: str = "<spec>"
     lines: yamlio.LineMap = field(default_factory=yamlio.LineMap, compare=False, repr=False)
 
@@ -307,6 +365,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
     targets = {k: v for k, v in targets.items() if v is not None}
     routing = Routing(c["routing"]) if isinstance(c["routing"], str) else Routing(**c["routing"])
     return dict(name=c["name"], description=c["description"], routing=routing, targets=targets,
+                failures=_failures(c["failures"], ctx),
                 cluster=Cluster(server=server.id, gpus=gpus, servers=servers, expand_hosts=cluster["expand_hosts"]),
                 fabric=fab, workload=workload)
 
@@ -351,3 +410,35 @@ def _workload(w: dict, gpus: int, ctx: Context, topology: str) -> Workload:
         collectives.append(Collective(col["name"], col["op"], col["group"], col["size"], algorithm))
     return Workload(parallelism=degrees, order=order, collectives=tuple(collectives))
 
+
+
+def _failures(f: dict | None, ctx: Context) -> FailurePolicy:
+    if not f:
+        return FailurePolicy()
+    scenarios, seen = [], set()
+    for index, entry in enumerate(f.get("scenarios") or []):
+        path = ("failures", "scenarios", index)
+        if entry["name"] in seen:
+            ctx.error(path + ("name",), f"duplicate scenario name '{entry['name']}'", "names must be unique")
+        seen.add(entry["name"])
+        given = [key for key, present in (("index", entry["index"] is not None), ("every", entry["every"] is True),
+                                          ("random", entry["random"] is not None)) if present]
+        if len(given) != 1:
+            ctx.error(path, "give exactly one of index, every or random" + (f" (found {', '.join(given)})" if given
+                                                                             else ""),
+                      "index: 0 for one element, every: true for each single one, random: {count: 2, samples: 100}")
+            continue
+        if given[0] == "index":
+            indices = entry["index"] if isinstance(entry["index"], list) else [entry["index"]]
+            if not indices or len(set(indices)) != len(indices):
+                ctx.error(path + ("index",), "list each element once, at least one", "e.g. index: [0, 3]")
+                continue
+            scenarios.append(Scenario(entry["name"], entry["fail"], "index", tuple(indices)))
+        elif given[0] == "every":
+            scenarios.append(Scenario(entry["name"], entry["fail"], "every"))
+        else:
+            r = entry["random"]
+            scenarios.append(Scenario(entry["name"], entry["fail"], "random", count=r["count"],
+                                      samples=r["samples"], seed=r["seed"]))
+    return FailurePolicy(tuple(scenarios), tuple(dict.fromkeys(f["rates"])), float(f["checkpoint_s"]),
+                         float(f["restart_s"]), f["gpu_hour_usd"])

@@ -141,3 +141,34 @@ def permutation_throughput(topology: Topology, engine: str = "ecmp", seed: int =
         return None
     seconds = (routed.load / (topology.capacity_gbps * 1e9 / 8)).max()
     return size * 8 / 1e9 / seconds
+
+
+def degraded_bisection(topology: Topology, arc_mask: np.ndarray, healthy_gbps: float) -> float:
+    """Bisection with the arcs outside ``arc_mask`` down: the least of the healthy value and the cuts over
+    the surviving arcs of every structural half of the GPUs (``_structural_cuts``) at every tier: switches
+    below the tier go with the side most of the tier below them is on, switches at or above it join either
+    side, so the cut crosses the host links, the leaf uplinks or the spine uplinks of the other half.
+    Removing links never widens a cut, so this is an upper bound, exact where the healthy value is and
+    the failures hit the halves evenly (one of ``S`` spines of a non-blocking two-tier fat-tree:
+    ``(S - 1) / S`` of healthy)."""
+    capacity = np.where(np.asarray(arc_mask, dtype=bool), topology.capacity_gbps, 0.0)
+    src, dst = topology.src, topology.dst
+    switch = topology.kind == KIND["switch"]
+    tiers = int(topology.tier[switch].max(initial=-1)) + 1
+    best = float(healthy_gbps)
+    for _group, side in _structural_cuts(topology):
+        side = side.copy()
+        for top in range(tiers + 1):
+            level = np.where(switch, topology.tier, -1)  # hosts: -1
+            for tier in range(top):
+                below = level[dst] == tier - 1
+                toward = np.bincount(src[below], weights=topology.capacity_gbps[below] * side[dst[below]],
+                                     minlength=topology.num_nodes)
+                total = np.bincount(src[below], weights=topology.capacity_gbps[below], minlength=topology.num_nodes)
+                these = switch & (topology.tier == tier)
+                side[these] = toward[these] * 2 >= total[these]
+            for upper_side in (True, False):
+                side[switch & (topology.tier >= top)] = upper_side
+                for half in (side, ~side):
+                    best = min(best, float(capacity[half[src] & ~half[dst]].sum()))
+    return best

@@ -163,3 +163,39 @@ def cost_breakdown_figure(result: dict):
     axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
+
+
+def resilience_figure(result: dict):
+    """Per scenario class (or explicit failure), the worst collective slowdown (bar) against healthy (1.0,
+    dashed); failures that stop the job are red bars marked "job stops". Random scenarios show their
+    worst sample."""
+    rows = []
+    for s in result["scenarios"]:
+        outcomes = s["outcomes"]
+        if s["mode"] == "random" and len(outcomes) > 1:
+            running = [max((c["slowdown"] or 0.0) for c in o["collectives"]) if o["collectives"] else 1.0
+                       for o in outcomes if not o["job_stops"]]
+            rows.append((f"{s['name']} (worst of {len(outcomes)})", max(running, default=0.0),
+                         s["stop_fraction"] == 1.0))
+            continue
+        for o in outcomes:
+            worst = max((c["slowdown"] or 0.0 for c in o["collectives"]), default=1.0)
+            count = f" x{o['weight']:,}" if o["weight"] > 1 else ""
+            rows.append((f"{s['name']}: {o['label']}{count}", worst, o["job_stops"]))
+    fig, axis = plt.subplots(figsize=(8.5, max(2.5, 0.32 * len(rows) + 1.4)))
+    y = np.arange(len(rows))
+    top = max([r[1] for r in rows if not r[2]] + [1.0])
+    values = [top * 1.05 if stops else value for _, value, stops in rows]
+    colours = ["#d62728" if stops else "#1f77b4" for _, _, stops in rows]
+    axis.barh(y, values, color=colours, alpha=0.85)
+    for yi, (_, value, stops) in zip(y, rows):
+        axis.text(top * 1.06 if stops else value, yi, " job stops" if stops else f" {value:.3f}x", va="center",
+                  fontsize="small")
+    axis.axvline(1.0, color="black", linestyle="--", linewidth=1)
+    axis.set_yticks(y, [r[0] for r in rows], fontsize="small")
+    axis.invert_yaxis()
+    axis.set_xlim(0, top * 1.3)
+    axis.set_xlabel("worst collective time / healthy")
+    axis.set_title(f"Single and random failures: {result['design']}")
+    fig.tight_layout()
+    return fig

@@ -291,3 +291,78 @@ def render_sweep(result: dict, fmt: str) -> str:
                 f"{summary['median_abs_error'] * 100:.1f}% (median) and {summary['worst_abs_error'] * 100:.1f}% "
                 "(worst) against the log"]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _ratio(x) -> str:
+    return "-" if x is None else f"{x:.3f}x"
+
+
+def _percent(x, digits: int = 2) -> str:
+    return "-" if x is None else f"{x * 100:.{digits}f}%"
+
+
+def render_resilience(result: dict, fmt: str) -> str:
+    """A ``resilience`` result: per scenario one row per symmetry class or explicit set (random samples
+    summarised), then the interruption rates and goodput."""
+    if fmt == "json":
+        return json.dumps(result, indent=2) + "\n"
+    markdown = fmt == "markdown"
+    names = [c["name"] for c in result["healthy"]["collectives"]]
+    out = _heading(f"topoplan resilience: {result['design']} ({count(result['gpus'])} GPUs)", markdown, 1)
+    healthy = ", ".join(f"{c['name']} {_fixed(c['time_s'], 1e3, 3)} ms" for c in result["healthy"]["collectives"])
+    out += [f"Healthy: bisection {gbps(result['healthy']['bisection_gbps'] or 0)}; {healthy or 'no collectives'}. "
+            f"Degraded runs re-route every collective with the failed links masked (engine "
+            f"{result['engine']}); slowdown = degraded time / healthy time.", ""]
+    for s in result["scenarios"]:
+        how = {"every": f"every single {s['fail']}: {count(s['elements'])} elements in {s['classes']} symmetry "
+                        f"class(es), {s['runs']} runs" + (f", {s['split_classes']} class(es) not symmetric, run "
+                                                           f"member by member" if s["split_classes"] else ""),
+               "random": f"{len(s['outcomes'])} random sample(s) of {s['fail']} failures",
+               "index": f"{s['fail']} {s['outcomes'][0]['label'] if s['outcomes'] else ''}"}[s["mode"]]
+        out += _heading(f"{s['name']}: {how}", markdown, 2)
+        headers = ["Failed", "Count", "Job", "GPUs stopped", "Worst host bw", "Bisection"] + \
+                  [f"{n} slowdown" for n in names]
+        rows = []
+        outcomes = s["outcomes"]
+        if s["mode"] == "random" and len(outcomes) > 1:
+            out += [f"Job stops in {_percent(s['stop_fraction'], 1)} of the samples; slowdown of the others: "
+                    "median / 95th percentile / worst.", ""]
+            running = [o for o in outcomes if not o["job_stops"]]
+            cells = []
+            for i in range(len(names)):
+                values = sorted(o["collectives"][i]["slowdown"] for o in running
+                                if o["collectives"][i]["slowdown"] is not None)
+                cells.append("-" if not values else " / ".join(
+                    _ratio(values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]) for q in (0.5, 0.95, 1.0)))
+            bis = [o["bisection_fraction"] for o in running if o["bisection_fraction"] is not None]
+            rows.append(("all samples", count(len(outcomes)), _percent(s["stop_fraction"], 1) + " stop",
+                         count(max((o["stopped_gpus"] for o in outcomes), default=0)),
+                         _percent(min((o["worst_server_fraction"] for o in outcomes), default=1.0)),
+                         _percent(min(bis)) if bis else "-", *cells))
+        else:
+            for o in outcomes:
+                rows.append((o["label"], count(o["weight"]), "stops" if o["job_stops"] else "runs",
+                             count(o["stopped_gpus"]), _percent(o["worst_server_fraction"]),
+                             _percent(o["bisection_fraction"]),
+                             *[_ratio(c["slowdown"]) for c in o["collectives"]]))
+        out += table(headers, rows, markdown, right=tuple(range(1, len(headers)))) + [""]
+    i, g = result["interruptions"], result["goodput"]
+    out += _heading("Interruptions and goodput", markdown, 2)
+    out += [f"Rates: {', '.join(i['rates'])}; failure units: "
+            + ", ".join(f"{count(v)} {k}" for k, v in result["components"].items() if v) + ".", ""]
+    rows = [("interruptions per day", f"{i['per_day']:,.3g}"), ("job MTBF", f"{i['mtbf_h']:,.3g} h"),
+            ("P(at least one in an hour)", _percent(i["p_any_in_hour"], 1)),
+            ("P(at least one in a day)", _percent(i["p_any_in_day"], 1))]
+    if g is not None:
+        rows += [("checkpoint write / restart", f"{g['checkpoint_s']:,.0f} s / {g['restart_s']:,.0f} s"),
+                 ("checkpoint interval (Young / Daly)", f"{g['young_interval_s']:,.0f} s / {g['daly_interval_s']:,.0f} s"),
+                 ("time wasted at Daly's interval", _percent(g["waste_fraction"])),
+                 ("goodput", _percent(g["goodput"])),
+                 ("GPU-hours lost per day", f"{g['lost_gpu_hours_per_day']:,.0f}")]
+        if g["lost_usd_per_day"] is not None:
+            rows.append(("lost per day", usd(g["lost_usd_per_day"])))
+    out += table(["Figure", "Value"], rows, markdown, right=(1,))
+    top = sorted(i["by_cause"], key=lambda c: -c["per_day"])[:5]
+    if top:
+        out += ["", "Largest causes: " + "; ".join(f"{c['cause']} {c['per_day']:,.3g}/day" for c in top) + "."]
+    return "\n".join(out).rstrip() + "\n"
