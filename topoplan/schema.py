@@ -331,15 +331,16 @@ class Dict(Schema):
 
 @dataclass
 class OneOf(Schema):
-    """A value that may take one of several shapes, told apart by its Python type (scalar vs mapping)."""
+    """A value that may take one of several shapes, told apart by its Python type (scalar, list or mapping)."""
 
     options: tuple = ()
     doc: str = ""
 
     def check(self, value, path, ctx):
-        want_mapping = isinstance(value, dict)
+        shape = "mapping" if isinstance(value, dict) else "list" if isinstance(value, list) else "scalar"
         for option in self.options:
-            if isinstance(option, (Obj, Map, Dict)) == want_mapping:
+            kind = "mapping" if isinstance(option, (Obj, Map, Dict)) else "list" if isinstance(option, List) else "scalar"
+            if kind == shape:
                 return option.check(value, path, ctx)
         return self.options[0].check(value, path, ctx)
 
