@@ -164,7 +164,6 @@ class _SwitchGraph:
         """Add the network loads of flows NIC ``nic_a`` -> NIC ``nic_b`` to ``load``; returns which flows
         have a path."""
         ix, ns = self.ix, self.num_switches
-        planes = ix.planes
         attach = np.where(self.port_down >= 0, ix.leaf_of_nic, -1)  # (planes, N) live leaf of each NIC
         signature = attach[:, nic_b].T
         classes, class_of = np.unique(signature, axis=0, return_inverse=True)
