@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import EngineRefused, Refusal
 from ..topology import KIND, Topology
 from . import clos
-from .ecmp import RoutingGraph, distances_to
+from .ecmp import RoutingGraph, distances_to, push
 from .engine import Routed
 from .traffic import Demand
 
@@ -205,19 +205,8 @@ class _SwitchGraph:
             use = split[p] > 0
             np.add.at(load, self.port_up[p, nic_a[use]], split[p, use])
             np.add.at(x, (self.compact[ix.leaf_of_nic[p, nic_a[use]]], col[use]), split[p, use])
-        # push the flow from the farthest level inwards (as ecmp.route does)
-        inverse = np.divide(1.0, outdeg.astype(np.float64), out=np.zeros(outdeg.shape), where=outdeg > 0)
-        forwards = graph.relay[:, None] | (dist == 0)
+        share, inverse, forwards = push(graph, x, dist, outdeg, levels)  # as ecmp.route does
         occurs = set(levels)
-        for level in reversed(levels[1:]):
-            share = x * inverse
-            share *= dist == level
-            for w, _, adj_t in graph.by_weight:
-                if level - w in occurs:
-                    received = adj_t @ share
-                    received *= (dist == level - w) & forwards
-                    x += received
-        share = x * inverse
         for w, tails, heads, what, _ in arcs:
             on_path = (dist[heads] == dist[tails] - w) & forwards[heads] & (dist[tails] > 0)
             carried = np.einsum("ij,ij->i", share[tails], on_path)

@@ -121,6 +121,25 @@ def distances_to(graph: RoutingGraph, targets: np.ndarray):
     return dist, outdeg, levels
 
 
+def push(graph: RoutingGraph, x: np.ndarray, dist: np.ndarray, outdeg: np.ndarray, levels: list):
+    """Push the injected flow ``x`` (``N x B``, updated in place to the flow through each node) from the
+    farthest level inwards, one sparse product per level and weight. Returns ``(share, inverse,
+    forwards)``: the flow each node sends on each of its shortest-path out-arcs, ``1 / outdeg``, and
+    which nodes may be a next hop (relays, and the destination itself)."""
+    inverse = np.divide(1.0, outdeg.astype(np.float64), out=np.zeros(outdeg.shape), where=outdeg > 0)
+    forwards = graph.relay[:, None] | (dist == 0)
+    occurs = set(levels)
+    for level in reversed(levels[1:]):
+        share = x * inverse
+        share *= dist == level
+        for w, _, adj_t in graph.by_weight:
+            if level - w in occurs:
+                received = adj_t @ share
+                received *= (dist == level - w) & forwards
+                x += received
+    return x * inverse, inverse, forwards
+
+
 def search_arc_visits(topology: Topology, arc_mask: np.ndarray | None = None) -> tuple[int, int]:
     """Arcs the search towards one destination multiplies through (one sparse product per weight each
     time): ``(distances, push)``, for ``distances_to`` and for pushing the flow back in ``route``. Replays
@@ -224,18 +243,7 @@ def route(topology: Topology, demand: Demand, arc_mask: np.ndarray | None = None
             routed.unreachable_bytes += float(x[lost].sum())
             routed.unreachable_pairs += _count_lost_pairs(demand, targets, dist, a2a_group_of)
             x[lost] = 0.0
-        inverse = np.divide(1.0, outdeg.astype(np.float64), out=np.zeros(outdeg.shape), where=outdeg > 0)
-        forwards = graph.relay[:, None] | (dist == 0)  # a next hop must relay, or be the destination
-        occurs = set(levels)
-        for level in reversed(levels[1:]):
-            share = x * inverse
-            share *= dist == level
-            for w, _, adj_t in graph.by_weight:
-                if level - w in occurs:
-                    received = adj_t @ share
-                    received *= (dist == level - w) & forwards
-                    x += received
-        share = x * inverse
+        share, _inverse, forwards = push(graph, x, dist, outdeg, levels)
         for lo in range(0, arcs.size, arc_chunk):
             s, d = src[lo:lo + arc_chunk], dst[lo:lo + arc_chunk]
             on_path = (dist[d] == dist[s] - graph.weight[lo:lo + arc_chunk, None]) & forwards[d]
