@@ -39,6 +39,9 @@ from .topology import KIND, LINK_TIER, SWITCH_TIERS, Topology
 
 # evaluating a class member by member when its two samples disagree stops past this many runs
 MAX_BRUTE_FORCE_RUNS = 512
+# explicit and random runs a spec may ask for at once: a degraded run takes seconds at 16k GPUs, so past
+# this the assessment would take hours; refused before any routing, with the count
+MAX_SCENARIO_RUNS = 2_000
 
 DEFAULT_SCENARIOS = (Scenario("every-switch", "switch", "every"), Scenario("every-link", "link", "every"))
 
@@ -370,7 +373,13 @@ def goodput_of(interruptions: reliability.Interruptions, gpus: int, policy: Fail
 
 
 def check_scenarios(topology: Topology, design, policy: FailurePolicy) -> None:
-    """``InfeasibleDesign`` (pointing into the spec) for a scenario this topology cannot have."""
+    """``InfeasibleDesign`` (pointing into the spec) for a scenario this topology cannot have, or for more
+    explicit and random runs than ``MAX_SCENARIO_RUNS``."""
+    asked = sum(run_count(topology, s) for s in policy.scenarios if s.mode != "every")
+    if asked > MAX_SCENARIO_RUNS:
+        raise design.infeasible("failures.scenarios", f"the scenarios ask for {asked:,} degraded runs, more than "
+                                f"the {MAX_SCENARIO_RUNS:,} topoplan runs at once (each routes the whole workload)",
+                                "use fewer random samples, or split them over several specs")
     for position, s in enumerate(policy.scenarios):
         path = f"failures.scenarios.{position}"
         have = element_count(topology, s.element)
