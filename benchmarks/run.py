@@ -369,6 +369,22 @@ def case_optimize_headline():
                      "sized": sum("-sized-" in c["name"] for c in data["candidates"]), "pareto": len(data["pareto"])}
 
 
+def case_resilience_switches_16k():
+    """Every single switch failure on the 16,384-GPU three-tier fat-tree (designs/fat-tree-16k.yaml): symmetry classes, two runs per class, each re-routing the whole workload with the switch down (issue 16: <= 60 s)."""
+    from topoplan.pipeline import build
+    from topoplan.resilience import assess
+    from topoplan.spec import FailurePolicy, Scenario
+
+    design, catalog = _load("designs/fat-tree-16k.yaml")
+    start = time.perf_counter()
+    topology, _bom = build(design, catalog)
+    result = assess(topology, design, catalog, FailurePolicy((Scenario("every-switch", "switch", "every"),)))
+    elapsed = time.perf_counter() - start
+    scenario = result.scenarios[0]
+    return elapsed, {"switches": scenario.elements, "classes": scenario.classes, "runs": scenario.runs,
+                     "split classes": scenario.split_classes, "stop fraction": round(scenario.stop_fraction, 4)}
+
+
 CASES = {
     "generate-bom-131k": (case_generate_bom_131k, 1.0, 1024),
     "generate-bom-fat-tree-131k": (case_generate_bom_fat_tree_131k, 1.0, 1024),
@@ -389,6 +405,7 @@ CASES = {
     "scaling-8k-128k": (case_scaling, None, None),
     "optimize-360": (case_optimize_360, 300.0, None),
     "optimize-headline": (case_optimize_headline, None, None),
+    "resilience-switches-16k": (case_resilience_switches_16k, 60.0, None),
 }
 
 
