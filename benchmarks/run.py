@@ -385,6 +385,25 @@ def case_resilience_switches_16k():
                      "split classes": scenario.split_classes, "stop fraction": round(scenario.stop_fraction, 4)}
 
 
+def case_resilience_two_links_131k():
+    """100 random two-link failures on the 131,072-GPU twin-plane fat-tree (designs/fat-tree-131k-twin-plane.yaml), each re-routing the whole workload with both links down, on 2 workers (issue 16: <= 120 s)."""
+    from topoplan.pipeline import build
+    from topoplan.resilience import assess
+    from topoplan.spec import FailurePolicy, Scenario
+
+    design, catalog = _load("designs/fat-tree-131k-twin-plane.yaml")
+    start = time.perf_counter()
+    topology, _bom = build(design, catalog)
+    policy = FailurePolicy((Scenario("two-links", "link", "random", count=2, samples=100, seed=16),))
+    result = assess(topology, design, catalog, policy, workers=2)
+    elapsed = time.perf_counter() - start
+    scenario = result.scenarios[0]
+    worst = scenario.worst(lambda o: o.worst_slowdown)
+    return elapsed, {"links": scenario.elements, "runs": scenario.runs,
+                     "stop fraction": round(scenario.stop_fraction, 4),
+                     "worst slowdown": None if worst is None else round(worst, 4)}
+
+
 CASES = {
     "generate-bom-131k": (case_generate_bom_131k, 1.0, 1024),
     "generate-bom-fat-tree-131k": (case_generate_bom_fat_tree_131k, 1.0, 1024),
@@ -406,6 +425,7 @@ CASES = {
     "optimize-360": (case_optimize_360, 300.0, None),
     "optimize-headline": (case_optimize_headline, None, None),
     "resilience-switches-16k": (case_resilience_switches_16k, 60.0, None),
+    "resilience-two-links-131k": (case_resilience_two_links_131k, 120.0, None),
 }
 
 

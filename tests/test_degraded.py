@@ -131,3 +131,43 @@ def test_one_of_s_spines_down_on_a_two_tier_fat_tree_matches_the_closed_form():
     assert uplinks == 24
     assert phase(a2a) == pytest.approx((gpus.size - 1) * link_seconds)
     assert phase(a2a, mask) == pytest.approx(72 * 24 / (uplinks * (s - 1) / s) * link_seconds)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(ALL)), seed=st.integers(0, 2**31), links=st.integers(1, 3),
+       switches=st.integers(0, 1))
+def test_flows_clear_of_the_failure_keep_their_healthy_spread(name, seed, links, switches):
+    """The flows ``clos-failed`` leaves to the healthy closed form are routed by ECMP under the failure
+    exactly as on the healthy fabric: their ECMP paths do not change."""
+    from topoplan.flow import clos
+    topology = _topology(name)
+    demand, mask = _random_case(topology, np.random.default_rng(seed), links, 0, switches)
+    ix = clos.index_of(topology)
+    src, dst, size = demand.pairs()
+    clear = ~degraded._FailedArcs(topology, ix, mask).crossed_by(ix.nic_of_gpu[src], ix.nic_of_gpu[dst])
+    subset = Demand(src[clear], dst[clear], size[clear])
+    healthy = clos.route(topology, subset)
+    under_failure = ecmp.route(_hidden_structure(topology), subset, mask)
+    np.testing.assert_allclose(healthy.load, under_failure.load, rtol=1e-9,
+                               atol=1e-6 * under_failure.load.max(initial=1.0))
+    assert not healthy.load[~mask].any()
+
+
+def test_a_failed_leaf_uplink_leaves_most_flows_to_the_closed_form():
+    from topoplan.flow import clos
+    topology = _topology("twin-plane")
+    ix = clos.index_of(topology)
+    uplink = ix.arcs_of[clos.LEAF_UP][0]
+    mask = np.ones(topology.num_arcs, dtype=bool)
+    mask[uplink] = False
+    gpus = topology.gpus
+    nic_a, nic_b = np.meshgrid(ix.nic_of_gpu[gpus], ix.nic_of_gpu[gpus], indexing="ij")
+    failed = degraded._FailedArcs(topology, ix, mask)
+    hit = failed.crossed_by(nic_a.ravel(), nic_b.ravel())
+    leaf = topology.src[uplink]
+    plane = topology.plane[leaf]
+    expected = (ix.leaf_of_nic[plane, nic_a.ravel()] == leaf) & (ix.leaf_of_nic[plane, nic_b.ravel()] != leaf)
+    np.testing.assert_array_equal(hit, expected)
+    assert 0 < hit.mean() < 0.5
+    # an all-to-all group is expanded into pairs when a member is near the failure: every hit pair has one
+    assert (failed.near(nic_a.ravel()) | failed.near(nic_b.ravel()))[hit].all()

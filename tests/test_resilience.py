@@ -73,6 +73,28 @@ def test_random_samples_are_seeded_and_counted(catalog, make_design):
     assert [o.bisection_gbps for o, _ in first.outcomes] == [o.bisection_gbps for o, _ in again.outcomes]
 
 
+def test_two_workers_give_the_runs_one_worker_gives(catalog, make_design):
+    scenarios = [{"name": "r", "fail": "link", "random": {"count": 2, "samples": 4, "seed": 3}},
+                 {"name": "every-switch", "fail": "switch", "every": True}]
+    design, topology = _small(make_design, catalog, scenarios=scenarios)
+    steps = []
+
+    class Steps:
+        def begin(self, total):
+            steps.append(total)
+
+        def step(self, label):
+            steps.append(label)
+
+    one = assess(topology, design, catalog, design.failures)
+    two = assess(topology, design, catalog, design.failures, Steps(), workers=2)
+    assert [[(o, w) for o, w in r.outcomes] for r in one.scenarios] == \
+        [[(o, w) for o, w in r.outcomes] for r in two.scenarios]
+    assert [r.runs for r in one.scenarios] == [r.runs for r in two.scenarios]
+    # progress in the parent: one step per run, labelled with its scenario
+    assert len(steps) == 1 + sum(r.runs for r in two.scenarios) and steps[1] == "r: sample 0"
+
+
 def test_interruptions_and_goodput_follow_the_llama3_figures(catalog):
     from topoplan.spec import load_design
     design = load_design(ROOT / "designs" / "fat-tree-16k.yaml", catalog)

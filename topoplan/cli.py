@@ -45,6 +45,22 @@ def output_option(func):
                         help="Write to FILE instead of standard output (written whole or not at all).")(func)
 
 
+def workers_option(func):
+    return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+                        help="Processes sharing the work (at most one per CPU is used).")(func)
+
+
+def usable_workers(command: str, requested: int, tasks: int | None = None, unit: str = "task") -> int:
+    """``requested`` workers, capped (with a line on stderr) by the CPUs and, if known, the ``unit``s of
+    work."""
+    cpus = os.cpu_count() or 1
+    limit = max(1, cpus if tasks is None else min(tasks, cpus))
+    if requested > limit:
+        why = f"{cpus} CPU(s)" if tasks is None else f"{tasks:,} {unit}(s) on {cpus} CPU(s)"
+        click.echo(f"topoplan {command}: {limit} worker(s), not {requested}: {why}", err=True)
+    return min(requested, limit)
+
+
 def handle_errors(func):
     """Turn user-fixable errors into exit 2 with one line per problem; anything else is a bug (exit 70)."""
 
@@ -401,7 +417,7 @@ def check(specs, baseline, max_regression, catalog_files):
 RESILIENCE_TARGETS = ("max_interruptions_per_day", "min_goodput", "max_single_failure_slowdown")
 
 
-def _assess(spec: str, catalog, command: str = "resilience"):
+def _assess(spec: str, catalog, command: str = "resilience", workers: int = 1):
     """(design, topology, assessment, report dict) of ``topoplan resilience``."""
     import numpy as np
 
@@ -415,7 +431,8 @@ def _assess(spec: str, catalog, command: str = "resilience"):
     design = load_design(spec, catalog)
     topology, _bom = build_stage(design, catalog)
     try:
-        assessment = assess(topology, design, catalog, design.failures, Progress(command, "failure runs"))
+        assessment = assess(topology, design, catalog, design.failures, Progress(command, "failure runs"),
+                            usable_workers(command, workers))
     except EngineRefused as err:
         raise design.infeasible("failures", str(err), "choose scenarios the engine can route, or a smaller "
                                 "fabric") from None
@@ -435,9 +452,10 @@ def _assess(spec: str, catalog, command: str = "resilience"):
 @output_option
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, metavar="PNG",
               help="Also write a chart of the worst slowdown per failure class (PNG).")
+@workers_option
 @catalog_option
 @handle_errors
-def resilience(spec, fmt, output, plot_file, catalog_files):
+def resilience(spec, fmt, output, plot_file, workers, catalog_files):
     """What failed switches, links, NICs, servers or planes do to SPEC's job, and what failures cost.
 
     \b
@@ -451,12 +469,13 @@ def resilience(spec, fmt, output, plot_file, catalog_files):
       topoplan resilience designs/hpn-pod-15k.yaml --format markdown -o resilience.md
       topoplan resilience designs/fat-tree-16k.yaml --format json | jq .summary
       topoplan resilience designs/fat-tree-1k.yaml --plot failures.png
+      topoplan resilience designs/fat-tree-131k-twin-plane.yaml --workers 2
     """
     from .report.writers import render_resilience
 
     check_outputs([output, plot_file], [spec, *catalog_files])
     catalog = _catalog(catalog_files)
-    _design, _topology, _assessment, result = _assess(spec, catalog)
+    _design, _topology, _assessment, result = _assess(spec, catalog, workers=workers)
     write_output(render_resilience(result, fmt), output)
     if plot_file:
         from .report import plots
@@ -659,8 +678,7 @@ def schema(output, catalog_files):
               help="Write one design spec per Pareto design into DIR.")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=20_000, show_default=True,
               help="Refuse a space with more candidates than this (they are counted before any work).")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Processes evaluating candidates.")
+@workers_option
 @catalog_option
 @handle_errors
 def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, workers, catalog_files):
@@ -697,11 +715,7 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, worke
         raise SpecError([Problem(space_file, 0, "", f"the space holds more than --max-candidates "
                                  f"{max_candidates:,} candidates",
                                  "narrow the space, or raise --max-candidates if you mean it")])
-    cpus = os.cpu_count() or 1
-    if workers > min(candidates, cpus):
-        click.echo(f"topoplan optimize: {min(candidates, cpus)} worker(s), not {workers}: "
-                   f"{candidates:,} candidate(s) on {cpus} CPU(s)", err=True)
-        workers = max(1, min(candidates, cpus))
+    workers = usable_workers("optimize", workers, candidates, "candidate")
     click.echo(f"topoplan optimize: {candidates:,} candidates on {workers} worker(s)", err=True)
     progress = Progress("optimize", "candidates")
     progress.begin(candidates)

@@ -285,47 +285,105 @@ def run_count(topology: Topology, scenario: Scenario, classes: int | None = None
     return 2 * classes if classes is not None else element_count(topology, scenario.element)
 
 
+class Runner:
+    """Evaluates failure sets of one design, in this process or (``workers`` > 1) in a pool of forked
+    processes that inherit the topology; results come back in order, so they do not depend on the
+    number of workers. ``step(label)`` is called as each run finishes. Use as a context manager."""
+
+    def __init__(self, topology: Topology, design, catalog, healthy: Healthy, workers: int = 1, step=None):
+        self.state = (topology, design, catalog, healthy)
+        self.workers, self.step, self.pool = workers, step, None
+
+    def __enter__(self):
+        if self.workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            global _WORKER_STATE
+            _WORKER_STATE = self.state
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
+                                            initializer=_ignore_interrupts)
+        return self
+
+    def __exit__(self, kind, *_):
+        if self.pool is not None:
+            self.pool.shutdown(wait=kind is None, cancel_futures=kind is not None)
+            self.pool = None
+
+    def map(self, kind: str, runs: list, prefix: str = "") -> list:
+        """``runs``: (element picks, label) pairs of element ``kind``; their outcomes, in order."""
+        jobs = [(kind, list(picks), label) for picks, label in runs]
+        outcomes = []
+        here = (lambda job: _evaluate_job(self.state, job))
+        for outcome in (map(here, jobs) if self.pool is None else self.pool.map(_evaluate_in_worker, jobs)):
+            outcomes.append(outcome)
+            if self.step is not None:
+                self.step(f"{prefix}{outcome.label}")
+        return outcomes
+
+
+_WORKER_STATE = None
+
+
+def _ignore_interrupts() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: workers print no tracebacks
+
+
+def _evaluate_job(state, job) -> Outcome:
+    (topology, design, catalog, healthy), (kind, picks, label) = state, job
+    return evaluate_failure(topology, design, catalog, healthy, elements(topology, kind, picks), label)
+
+
+def _evaluate_in_worker(job) -> Outcome:
+    return _evaluate_job(_WORKER_STATE, job)
+
+
 def run_scenario(topology: Topology, design, catalog, healthy: Healthy, scenario: Scenario, colours=None,
-                 step=None) -> ScenarioResult:
-    """``colours``: (node colours, arc colours) for ``every`` scenarios; ``step(label)`` after each run."""
+                 step=None, runner: Runner | None = None) -> ScenarioResult:
+    """``colours``: (node colours, arc colours) for ``every`` scenarios; ``step(label)`` after each run;
+    ``runner``: where the runs go (default: this process)."""
+    if runner is None:
+        with Runner(topology, design, catalog, healthy, 1, step) as own:
+            return run_scenario(topology, design, catalog, healthy, scenario, colours, runner=own)
     total = element_count(topology, scenario.element)
     result = ScenarioResult(scenario, total)
+    kind = scenario.element
 
-    def run(picks, label=""):
-        result.runs += 1
-        outcome = evaluate_failure(topology, design, catalog, healthy, elements(topology, scenario.element, picks),
-                                   label)
-        if step is not None:
-            step(f"{scenario.name}: {outcome.label}")
-        return outcome
+    def run(runs):
+        result.runs += len(runs)
+        return runner.map(kind, runs, f"{scenario.name}: ")
 
     if scenario.mode == "index":
-        result.outcomes.append((run(scenario.indices), 1))
-    elif scenario.mode == "random":
+        result.outcomes.append((run([(scenario.indices, "")])[0], 1))
+        return result
+    if scenario.mode == "random":
         rng = np.random.default_rng(scenario.seed)
-        for sample in range(scenario.samples):
-            picks = np.sort(rng.choice(total, size=scenario.count, replace=False))
-            result.outcomes.append((run(picks, f"sample {sample}"), 1))
-    else:
-        node_colour, arc_colour = colours
-        groups = symmetry_classes(topology, scenario.element, node_colour, arc_colour)
-        result.classes = len(groups)
-        for members in groups:
-            first = run([members[0]])
-            if members.size == 1:
-                result.outcomes.append((first, 1))
-                continue
-            other = run([members[members.size // 2]])
-            if first.same_as(other):
-                result.outcomes.append((first, int(members.size)))
-                continue
-            result.split_classes += 1
-            if result.runs + members.size > MAX_BRUTE_FORCE_RUNS:
-                raise ValueError(f"scenario {scenario.name}: a class of {members.size:,} elements is not "
-                                 f"symmetric and would take more than {MAX_BRUTE_FORCE_RUNS} runs")
-            result.outcomes.extend([(first, 1), (other, 1)])
-            rest = np.delete(members, [0, members.size // 2])
-            result.outcomes.extend((run([m]), 1) for m in rest)
+        picks = [np.sort(rng.choice(total, size=scenario.count, replace=False)) for _ in range(scenario.samples)]
+        outcomes = run([(p, f"sample {i}") for i, p in enumerate(picks)])
+        result.outcomes.extend((o, 1) for o in outcomes)
+        return result
+    node_colour, arc_colour = colours
+    groups = symmetry_classes(topology, kind, node_colour, arc_colour)
+    result.classes = len(groups)
+    # each class on its first member and, if it has more, on one in the middle
+    samples = [(members[0], members[members.size // 2]) if members.size > 1 else (members[0],) for members in groups]
+    outcomes = iter(run([([m], "") for sample in samples for m in sample]))
+    firsts = [tuple(next(outcomes) for _ in sample) for sample in samples]
+    split = []
+    for members, sampled in zip(groups, firsts):
+        if len(sampled) == 1 or sampled[0].same_as(sampled[1]):
+            result.outcomes.append((sampled[0], int(members.size)))
+            continue
+        result.split_classes += 1
+        if result.runs + sum(m.size for m in split) + members.size > MAX_BRUTE_FORCE_RUNS:
+            raise ValueError(f"scenario {scenario.name}: a class of {members.size:,} elements is not "
+                             f"symmetric and would take more than {MAX_BRUTE_FORCE_RUNS} runs")
+        result.outcomes.extend([(sampled[0], 1), (sampled[1], 1)])
+        split.append(np.delete(members, [0, members.size // 2]))
+    rest = run([([m], "") for members in split for m in members])
+    result.outcomes.extend((o, 1) for o in rest)
     return result
 
 
@@ -405,9 +463,10 @@ def plan_runs(topology: Topology, design, policy: FailurePolicy) -> tuple[list, 
     return scenarios, colours
 
 
-def assess(topology: Topology, design, catalog, policy: FailurePolicy, progress=None) -> Assessment:
+def assess(topology: Topology, design, catalog, policy: FailurePolicy, progress=None, workers: int = 1) -> Assessment:
     """Every scenario of ``policy`` and the design's interruption rates and goodput. ``progress``
-    (optional) gets ``begin(total runs)`` once and ``step(label)`` after each run."""
+    (optional) gets ``begin(total runs)`` once and ``step(label)`` after each run; ``workers`` processes
+    share the runs (the result does not depend on how many)."""
     healthy = healthy_state(topology, design, catalog)
     scenarios, colours = plan_runs(topology, design, policy)
     if progress is not None:
@@ -417,7 +476,8 @@ def assess(topology: Topology, design, catalog, policy: FailurePolicy, progress=
                 classes[s.name] = len(symmetry_classes(topology, s.element, *colours))
         progress.begin(sum(run_count(topology, s, classes.get(s.name)) for s in scenarios))
     step = None if progress is None else progress.step
-    results = [run_scenario(topology, design, catalog, healthy, s, colours, step) for s in scenarios]
+    with Runner(topology, design, catalog, healthy, workers, step) as runner:
+        results = [run_scenario(topology, design, catalog, healthy, s, colours, runner=runner) for s in scenarios]
     counts = _failures.component_counts(topology)
     rates = tuple(rate for name in policy.rates for rate in reliability.RATE_SETS[name]())
     interruptions = reliability.interruptions(rates, counts)

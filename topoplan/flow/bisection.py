@@ -151,11 +151,28 @@ def degraded_bisection(topology: Topology, arc_mask: np.ndarray, healthy_gbps: f
     Removing links never widens a cut, so this is an upper bound, exact where the healthy value is and
     the failures hit the halves evenly (one of ``S`` spines of a non-blocking two-tier fat-tree:
     ``(S - 1) / S`` of healthy)."""
-    capacity = np.where(np.asarray(arc_mask, dtype=bool), topology.capacity_gbps, 0.0)
+    up = np.asarray(arc_mask, dtype=bool)
+    failed = np.flatnonzero(~up)
+    src, dst, capacity = topology.src[failed], topology.dst[failed], topology.capacity_gbps[failed]
+    best = float(healthy_gbps)
+    for healthy_cut, half in _tier_cuts(topology):
+        best = min(best, healthy_cut - float(capacity[half[src] & ~half[dst]].sum()))
+    return best
+
+
+_CUTS: dict = {}
+
+
+def _tier_cuts(topology: Topology) -> list:
+    """The cuts ``degraded_bisection`` tries, as (healthy capacity, the nodes of the sending half); they
+    depend on the topology only, so a failure study computes them once (the last topology is kept)."""
+    cached = _CUTS.get(id(topology))
+    if cached is not None and cached[0] is topology:
+        return cached[1]
     src, dst = topology.src, topology.dst
     switch = topology.kind == KIND["switch"]
     tiers = int(topology.tier[switch].max(initial=-1)) + 1
-    best = float(healthy_gbps)
+    cuts = []
     for _group, side in _structural_cuts(topology):
         side = side.copy()
         for top in range(tiers + 1):
@@ -170,5 +187,7 @@ def degraded_bisection(topology: Topology, arc_mask: np.ndarray, healthy_gbps: f
             for upper_side in (True, False):
                 side[switch & (topology.tier >= top)] = upper_side
                 for half in (side, ~side):
-                    best = min(best, float(capacity[half[src] & ~half[dst]].sum()))
-    return best
+                    cuts.append((float(topology.capacity_gbps[half[src] & ~half[dst]].sum()), half.copy()))
+    _CUTS.clear()
+    _CUTS[id(topology)] = (topology, cuts)
+    return cuts

@@ -144,18 +144,28 @@ def route(topology: Topology, demand: Demand) -> Routed:
     ix = index_of(topology)
     if isinstance(ix, str):
         raise EngineRefused(refusal(topology))
-    n = topology.num_nodes
-    agg = {name: np.zeros(n) for name in ("nvl_up", "nvl_down", "pcie_up", "pcie_down", "nic_out", "nic_in",
-                                          "leaf_out", "leaf_in")}
-    pod_out = np.zeros(ix.planes * ix.pods)
-    pod_in = np.zeros(ix.planes * ix.pods)
+    agg, pod_out, pod_in = new_aggregates(topology, ix)
     src, dst, size = demand.src, demand.dst, demand.bytes
     keep = src != dst
     lost_pairs, lost_bytes = _add_pairs(topology, ix, src[keep], dst[keep], size[keep], agg, pod_out, pod_in)
     if demand.has_a2a:
         pairs, lost = _add_all_to_all(topology, ix, demand.a2a_members, demand.a2a_bytes, agg, pod_out, pod_in)
         lost_pairs, lost_bytes = lost_pairs + pairs, lost_bytes + lost
+    load = arc_loads(topology, ix, agg, pod_out, pod_in)
+    return Routed(load, unreachable_pairs=lost_pairs, unreachable_bytes=lost_bytes)
 
+
+def new_aggregates(topology: Topology, ix: ClosIndex) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Empty per-node traffic aggregates, and per (plane, pod) traffic out of and into the pod."""
+    n = topology.num_nodes
+    agg = {name: np.zeros(n) for name in ("nvl_up", "nvl_down", "pcie_up", "pcie_down", "nic_out", "nic_in",
+                                          "leaf_out", "leaf_in")}
+    return agg, np.zeros(ix.planes * ix.pods), np.zeros(ix.planes * ix.pods)
+
+
+def arc_loads(topology: Topology, ix: ClosIndex, agg: dict, pod_out: np.ndarray, pod_in: np.ndarray) -> np.ndarray:
+    """Every arc's load from the aggregates: each unit spreads what it sends up (receives from above)
+    equally over its up-arcs (down-arcs)."""
     arcs_of, s, d = ix.arcs_of, topology.src, topology.dst
     load = np.zeros(topology.num_arcs)
     pairs = ((NVL_UP, agg["nvl_up"], s), (NVL_DOWN, agg["nvl_down"], d), (PCIE_UP, agg["pcie_up"], s),
@@ -176,7 +186,7 @@ def route(topology: Topology, demand: Demand) -> Routed:
     load[arcs] = pod_out[pod_key[s[arcs]]] / ix.spines_in_pod[pod_key[s[arcs]]] / ix.up_arcs[s[arcs]]
     arcs = arcs_of[SPINE_DOWN]
     load[arcs] = pod_in[pod_key[d[arcs]]] / ix.spines_in_pod[pod_key[d[arcs]]] / ix.down_arcs[d[arcs]]
-    return Routed(load, unreachable_pairs=lost_pairs, unreachable_bytes=lost_bytes)
+    return load
 
 
 def _add_pairs(topology, ix: ClosIndex, a, b, w, agg, pod_out, pod_in) -> tuple[int, float]:
