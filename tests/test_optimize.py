@@ -223,3 +223,52 @@ def test_cable_reach_constraint_and_space_cabling(tmp_path, in_root):
     assert any("-sized-" in c["name"] for c in result["candidates"])  # sizing stayed within two tiers
     for emitted in (tmp_path / "out").glob("*.yaml"):
         assert yaml.safe_load(emitted.read_text())["fabric"]["cabling"] == {"leaf": "in-rack"}
+
+
+GOODPUT_SPACE = {
+    "name": "goodput-test", "gpus": [128], "servers": ["dgx-h100", "hpn-h800-dual-port"],
+    "topologies": ["rail-optimized"], "switches": ["generic-48x400g"], "planes": [1, 2], "scalable_unit": 4,
+    "workload": {"parallelism": {"tp": 8}, "collectives": [
+        {"name": "grad-sync", "op": "allreduce", "group": "dp", "size": "64MiB", "algorithm": "ring"}]},
+    "resilience": {"rates": ["llama3-non-network", "hpn-network"], "checkpoint_s": 100, "restart_s": 600},
+}
+
+
+def test_goodput_ranking_weighs_dual_homing_against_cost(tmp_path):
+    """Each candidate's interruptions are the non-network Llama 3 rates plus HPN's NIC-link and ToR rates
+    where a single such failure stops the job: on single-homed hosts every one, on dual-ToR hosts none.
+    The ranking is by goodput / time / (cluster USD / 1e6), recomputed here from the figures."""
+    from topoplan.reliability import DAYS_PER_MONTH, llama3_non_network_rates
+
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(GOODPUT_SPACE))
+    run = CliRunner().invoke(main, ["optimize", str(space), "--format", "json"], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    result = json.loads(run.stdout)
+    by_name = {c["name"]: c for c in result["candidates"]}
+    base = sum(r.rate_per_unit_day * (128 if r.unit == "gpu" else 16) for r in llama3_non_network_rates())
+    single = by_name["rail-optimized-dgx-h100-generic-48x400g-128-o1-p1"]
+    dual = by_name["rail-optimized-hpn-h800-dual-port-generic-48x400g-128-o1-p2"]
+    assert dual["interruptions_per_day"] == pytest.approx(base, rel=1e-5)
+    leaves = (128 // 8 // 4) * 8  # 16 servers, 4 per unit, one leaf per rail (8) per unit
+    assert single["interruptions_per_day"] == pytest.approx(
+        base + (128 * 0.00057 + leaves * 0.00051) / DAYS_PER_MONTH, rel=1e-5)
+    assert dual["goodput"] > single["goodput"]
+    score = {n: c["goodput"] / c["time_s"] / (c["cluster_usd"] / 1e6) for n, c in by_name.items()}
+    assert result["ranking"] == sorted(by_name, key=lambda n: -score[n])
+    for name, c in by_name.items():
+        assert c["goodput_per_s_per_musd"] == pytest.approx(score[name], rel=1e-5)
+    markdown = CliRunner().invoke(main, ["optimize", str(space), "--format", "markdown"], catch_exceptions=False)
+    assert "## Ranked by goodput-adjusted throughput per dollar" in markdown.stdout
+    assert f"| 1 | {result['ranking'][0]} |" in markdown.stdout
+
+
+def test_shipped_goodput_space_holds_eight_candidates():
+    from topoplan.catalog import load_catalog
+    from topoplan.optimize.space import candidate_specs, load_space
+
+    space = load_space(ROOT / "designs" / "spaces" / "goodput.yaml", load_catalog())
+    assert space.resilience == {"rates": ("llama3-non-network", "hpn-network"), "checkpoint_s": 100.0,
+                                "restart_s": 600.0}
+    specs = list(candidate_specs(space))
+    assert len(specs) == 8 and {s["cluster"]["gpus"] for _, s, _ in specs} == {4096}

@@ -95,3 +95,12 @@ def test_interruptions_scale_linearly_with_gpus(gpus):
     one, double = _llama(gpus), _llama(2 * gpus)
     assert double.per_day == pytest.approx(2 * one.per_day)
     assert double.mtbf_h == pytest.approx(one.mtbf_h / 2)
+
+
+def test_stop_fractions_scale_only_their_units_and_non_network_drops_llama3s_network_cause():
+    counts = {"gpu": 16_384, "host": 2_048, "nic_link": 16_384}
+    full = rel.interruptions(rel.llama3_rates() + rel.hpn_network_rates(), counts)
+    halved = rel.interruptions(rel.llama3_rates() + rel.hpn_network_rates(), counts, {"nic_link": 0.5})
+    link = 16_384 * 0.00057 / rel.DAYS_PER_MONTH
+    assert full.per_day - halved.per_day == pytest.approx(link / 2)
+    assert rel.interruptions(rel.llama3_non_network_rates(), counts).per_day == pytest.approx((419 - 35) / 54)

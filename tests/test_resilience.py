@@ -30,7 +30,7 @@ def test_every_single_failure_by_class_equals_brute_force(catalog, make_design, 
     design, topology = _small(make_design, catalog)
     healthy = healthy_state(topology, design, catalog)
     every = Scenario("every", element, "every")
-    _scenarios, colours = plan_runs(topology, design, FailurePolicy((every,)))
+    _scenarios, colours, _runs = plan_runs(topology, design, FailurePolicy((every,)))
     by_class = run_scenario(topology, design, catalog, healthy, every, colours)
     assert by_class.weight == by_class.elements and by_class.classes < by_class.elements
     assert by_class.runs <= 2 * by_class.classes + by_class.elements * (by_class.split_classes > 0)
@@ -93,6 +93,61 @@ def test_two_workers_give_the_runs_one_worker_gives(catalog, make_design):
     assert [r.runs for r in one.scenarios] == [r.runs for r in two.scenarios]
     # progress in the parent: one step per run, labelled with its scenario
     assert len(steps) == 1 + sum(r.runs for r in two.scenarios) and steps[1] == "r: sample 0"
+
+
+def test_exhaustive_runs_past_the_limit_are_refused_before_routing(catalog, make_design, monkeypatch):
+    from topoplan import resilience
+
+    design, topology = _small(make_design, catalog, scenarios=[{"name": "every-link", "fail": "link", "every": True}])
+    _scenarios, _colours, runs = plan_runs(topology, design, design.failures)
+    monkeypatch.setattr(resilience, "MAX_SCENARIO_RUNS", runs - 1)
+    monkeypatch.setattr(resilience, "healthy_state", lambda *a: pytest.fail("routed before refusing"))
+    with pytest.raises(InfeasibleDesign, match=f"take {runs:,} degraded runs .every-link: {runs // 2:,} classes"):
+        assess(topology, design, catalog, design.failures)
+
+
+def test_failures_that_do_not_stop_the_job_are_not_interruptions(catalog, make_design):
+    """HPN's NIC-ToR link rate times the links, times the share of single NIC-link failures that stop the
+    job: all of them on single-homed hosts, none on dual-ToR hosts (they run on at 15/16)."""
+    from topoplan.failures import component_counts
+    from topoplan.reliability import DAYS_PER_MONTH
+
+    failures = {"rates": ["hpn-network"], "scenarios": [{"name": "ports", "fail": "leaf-link", "every": True}]}
+    nic_links = {}
+    for server, planes in (("hpn-h800-dual-port", 2), ("dgx-h100", 1)):
+        design = make_design(cluster={"server": server, "gpus": 64},
+                             fabric={"topology": "rail-optimized", "switch": "generic-48x400g", "planes": planes,
+                                     "scalable_unit": 4},
+                             workload=WORKLOAD | {"parallelism": {"tp": 8, "dp": 8}}, failures=failures)
+        topology = pipeline.build(design, catalog)[0]
+        result = assess(topology, design, catalog, design.failures)
+        links = component_counts(topology)["nic_link"]
+        nic_links[server] = dict(result.interruptions.by_cause_per_day)["NIC-ToR link"], links
+        assert result.stop_fractions == {"nic_link": result.scenarios[0].stop_fraction}
+    assert nic_links["hpn-h800-dual-port"][0] == 0.0
+    single, links = nic_links["dgx-h100"]
+    assert single == pytest.approx(links * 0.00057 / DAYS_PER_MONTH)
+
+
+@pytest.mark.parametrize("server,fabric", [
+    ("dgx-h100", {"topology": "fat-tree"}),
+    ("hgx-b300", {"topology": "fat-tree", "planes": 2}),
+    ("hgx-b300", {"topology": "fat-tree"}),
+    ("hpn-h800-dual-port", {"topology": "rail-optimized", "planes": 2, "scalable_unit": 4}),
+    ("dgx-h100", {"topology": "rail-only", "scalable_unit": 4}),
+])
+def test_stop_fractions_without_routing_match_the_exhaustive_scenarios(catalog, make_design, server, fabric):
+    """The optimizer's closed form (``failures.single_failure_stop_fractions``) against every single NIC
+    link and every single leaf failed and evaluated by ``resilience``."""
+    from topoplan.failures import single_failure_stop_fractions
+
+    failures = {"scenarios": [{"name": "ports", "fail": "leaf-link", "every": True},
+                              {"name": "leaves", "fail": "leaf", "every": True}]}
+    design = make_design(cluster={"server": server, "gpus": 64}, fabric={"switch": "generic-48x400g", **fabric},
+                         workload=WORKLOAD | {"parallelism": {"tp": 8, "dp": 8}}, failures=failures)
+    topology = pipeline.build(design, catalog)[0]
+    measured = assess(topology, design, catalog, design.failures).stop_fractions
+    assert single_failure_stop_fractions(topology) == pytest.approx(measured)
 
 
 def test_interruptions_and_goodput_follow_the_llama3_figures(catalog):

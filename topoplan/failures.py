@@ -128,3 +128,38 @@ def blast_radius(topology: Topology, failed_links=(), failed_nodes=()) -> BlastR
     surviving_server = np.bincount(nic_server[in_server], weights=surviving_nic[nics][in_server], minlength=size)
     fraction = np.divide(surviving_server, healthy_server, out=np.ones(size), where=healthy_server > 0)
     return BlastRadius(int(down.sum()), gpus[stopped[gpus]], fraction)
+
+
+def single_failure_stop_fractions(topology: Topology) -> dict[str, float]:
+    """Per failure unit ``nic_link`` and ``leaf_switch`` (``component_counts``): the share of its single
+    failures that stop the job, without routing. A NIC link's failure stops the job when its NIC (with
+    GPUs behind it) has no other uplink; a leaf's when some such NIC has all its uplinks on that leaf.
+    It is what ``blast_radius`` finds where the rest of the fabric stays connected, as it does in every
+    generated family (tests hold it to exhaustive ``resilience`` scenarios)."""
+    src, dst = topology.src[0::2], topology.dst[0::2]
+    n = topology.num_nodes
+    network = topology.link_tier[0::2] != LINK_TIER["host"]
+    nic_end = np.where(topology.kind[src] == KIND["nic"], src, np.where(topology.kind[dst] == KIND["nic"], dst, -1))
+    uplink = network & (nic_end >= 0)
+    host = ~network
+    feeds_gpu = np.zeros(n, dtype=bool)  # NICs with a GPU behind them
+    for a, b in ((src, dst), (dst, src)):
+        pairs = host & (topology.kind[a] == KIND["nic"]) & (topology.kind[b] == KIND["gpu"])
+        feeds_gpu[a[pairs]] = True
+    nic, far = nic_end[uplink], np.where(nic_end == src, dst, src)[uplink]
+    ports = np.bincount(nic, minlength=n)
+    out = {}
+    nic_links = topology.link_tier[0::2] == LINK_TIER["leaf"]
+    if nic_links.any():
+        stops = uplink & feeds_gpu[np.maximum(nic_end, 0)] & (ports[np.maximum(nic_end, 0)] == 1)
+        out["nic_link"] = float(stops[nic_links].sum() / nic_links.sum())
+    leaves = np.flatnonzero((topology.kind == KIND["switch"]) & (topology.tier == 0))
+    if leaves.size:
+        # per (NIC, leaf): uplinks of the NIC on that leaf; a NIC with all of them on one leaf dies with it
+        key = nic.astype(np.int64) * n + far
+        pairs, count = np.unique(key, return_counts=True)
+        whole = (count == ports[pairs // n]) & feeds_gpu[pairs // n]
+        dies = np.zeros(n, dtype=bool)
+        dies[(pairs % n)[whole]] = True
+        out["leaf_switch"] = float(dies[leaves].mean())
+    return out

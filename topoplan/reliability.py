@@ -66,6 +66,12 @@ def llama3_rates() -> tuple[ComponentRate, ...]:
     )
 
 
+def llama3_non_network_rates() -> tuple[ComponentRate, ...]:
+    """The Llama 3 rates without its network cause (switch/cable), to pair with per-element network rates
+    (``hpn-network``) that an exhaustive scenario can scale by the failures that really stop the job."""
+    return tuple(rate for rate in llama3_rates() if rate.cause != "network switch/cable")
+
+
 def hpn_network_rates() -> tuple[ComponentRate, ...]:
     """Alibaba HPN (SIGCOMM'24): NIC-ToR link 0.057%/link/month, ToR 0.051%/switch/month."""
     source = "Alibaba HPN, SIGCOMM'24, doi 10.1145/3651890.3672265"
@@ -75,7 +81,8 @@ def hpn_network_rates() -> tuple[ComponentRate, ...]:
     )
 
 
-RATE_SETS = {"llama3": llama3_rates, "hpn-network": hpn_network_rates}  # the names a spec's failures.rates takes
+RATE_SETS = {"llama3": llama3_rates, "llama3-non-network": llama3_non_network_rates,
+             "hpn-network": hpn_network_rates}  # the names a spec's failures.rates takes
 
 
 @dataclass(frozen=True)
@@ -89,18 +96,22 @@ class Interruptions:
     by_cause_per_day: tuple[tuple[str, float], ...]
 
 
-def interruptions(rates: tuple[ComponentRate, ...], counts: dict[str, int]) -> Interruptions:
-    """Sum ``rate * count[unit]`` over causes; ``counts`` maps unit -> how many the cluster has.
+def interruptions(rates: tuple[ComponentRate, ...], counts: dict[str, int],
+                  stop_fraction: dict[str, float] | None = None) -> Interruptions:
+    """Sum ``rate * count[unit] * stop_fraction[unit]`` over causes; ``counts`` maps unit -> how many the
+    cluster has, ``stop_fraction`` (default 1 for every unit) the share of that unit's failures that stop
+    the job (a dual-homed host's lost port does not: the job runs on, slower).
 
     A unit with no count (a fabric without switches, say) contributes nothing; a
     negative count is a caller bug.
     """
+    stop_fraction = stop_fraction or {}
     by_cause = []
     for rate in rates:
         count = counts.get(rate.unit, 0)
         if count < 0:
             raise ValueError(f"negative count for unit {rate.unit!r}: {count}")
-        by_cause.append((rate.cause, rate.rate_per_unit_day * count))
+        by_cause.append((rate.cause, rate.rate_per_unit_day * count * stop_fraction.get(rate.unit, 1.0)))
     per_day = sum(value for _, value in by_cause)
     mtbf_h = math.inf if per_day == 0 else 24.0 / per_day
     return Interruptions(

@@ -10,7 +10,9 @@ One stage of the pipeline (``topology -> resilience``), no printing, no files:
 * ``evaluate_failure`` is one degraded run: the blast radius (``failures.py``); unless the job stops, every
   collective re-routed with the failed arcs masked (ECMP re-spreads over the surviving paths) and the
   degraded bisection, all relative to healthy;
-* ``assess`` runs a design's scenarios and adds the interruption rates and goodput (``reliability.py``).
+* ``assess`` runs a design's scenarios (in this process or a ``Runner``'s pool of forked workers, same
+  results) and adds the interruption rates and goodput (``reliability.py``); a unit's rate counts only
+  the share of its failures that stop the job where an exhaustive scenario of that kind measured it.
 
 Symmetry classes are colour-refinement (1-WL) classes of the topology graph whose arcs are coloured by
 capacity and by their healthy loads under every phase of the workload, so elements that the fabric's
@@ -42,6 +44,10 @@ MAX_BRUTE_FORCE_RUNS = 512
 # explicit and random runs a spec may ask for at once: a degraded run takes seconds at 16k GPUs, so past
 # this the assessment would take hours; refused before any routing, with the count
 MAX_SCENARIO_RUNS = 2_000
+
+# the failure units of ``reliability`` rates whose failures an exhaustive scenario of this element kind
+# covers: its stop fraction scales their interruptions
+UNIT_OF_ELEMENT = {"leaf-link": "nic_link", "leaf": "leaf_switch", "switch": "switch", "link": "link"}
 
 DEFAULT_SCENARIOS = (Scenario("every-switch", "switch", "every"), Scenario("every-link", "link", "every"))
 
@@ -409,6 +415,7 @@ class Assessment:
     rates: tuple             # reliability.ComponentRate
     interruptions: reliability.Interruptions
     goodput: Goodput | None  # None when nothing interrupts
+    stop_fractions: dict = field(default_factory=dict)  # unit -> share of its failures that stop the job
 
     @property
     def worst_single_failure_slowdown(self) -> float | None:
@@ -451,35 +458,49 @@ def check_scenarios(topology: Topology, design, policy: FailurePolicy) -> None:
                                     f"this fabric has no {s.element}")
 
 
-def plan_runs(topology: Topology, design, policy: FailurePolicy) -> tuple[list, tuple | None]:
-    """The scenarios to run and, if any is exhaustive, the symmetry colours it needs."""
+def plan_runs(topology: Topology, design, policy: FailurePolicy) -> tuple[list, tuple | None, int]:
+    """The scenarios to run, the symmetry colours exhaustive ones need (or None), and the degraded runs
+    they will take before any class splits; ``InfeasibleDesign`` past ``MAX_SCENARIO_RUNS``."""
     check_scenarios(topology, design, policy)
     scenarios = list(policy.scenarios or DEFAULT_SCENARIOS)
     scenarios = [s for s in scenarios if element_count(topology, s.element) or s.mode != "every"]
-    colours = None
+    colours, classes = None, {}
     if any(s.mode == "every" for s in scenarios):
         arc_colour = healthy_arc_colours(topology, design)
         colours = (node_colours(topology, arc_colour), arc_colour)
-    return scenarios, colours
+        classes = {s.name: len(symmetry_classes(topology, s.element, *colours)) for s in scenarios
+                   if s.mode == "every"}
+    runs = sum(run_count(topology, s, classes.get(s.name)) for s in scenarios)
+    if runs > MAX_SCENARIO_RUNS:
+        every = f" ({', '.join(f'{name}: {n:,} classes' for name, n in classes.items())})" if classes else ""
+        raise design.infeasible("failures.scenarios", f"the scenarios take {runs:,} degraded runs{every}, more "
+                                f"than the {MAX_SCENARIO_RUNS:,} topoplan runs at once (each routes the whole "
+                                "workload)", "name a tier (spine, leaf-link, ...) instead of every switch or "
+                                "link, or split the scenarios over several specs")
+    return scenarios, colours, runs
 
 
 def assess(topology: Topology, design, catalog, policy: FailurePolicy, progress=None, workers: int = 1) -> Assessment:
     """Every scenario of ``policy`` and the design's interruption rates and goodput. ``progress``
     (optional) gets ``begin(total runs)`` once and ``step(label)`` after each run; ``workers`` processes
     share the runs (the result does not depend on how many)."""
+    scenarios, colours, runs = plan_runs(topology, design, policy)
     healthy = healthy_state(topology, design, catalog)
-    scenarios, colours = plan_runs(topology, design, policy)
     if progress is not None:
-        classes = {}
-        for s in scenarios:
-            if s.mode == "every":
-                classes[s.name] = len(symmetry_classes(topology, s.element, *colours))
-        progress.begin(sum(run_count(topology, s, classes.get(s.name)) for s in scenarios))
+        progress.begin(runs)
     step = None if progress is None else progress.step
     with Runner(topology, design, catalog, healthy, workers, step) as runner:
         results = [run_scenario(topology, design, catalog, healthy, s, colours, runner=runner) for s in scenarios]
     counts = _failures.component_counts(topology)
     rates = tuple(rate for name in policy.rates for rate in reliability.RATE_SETS[name]())
-    interruptions = reliability.interruptions(rates, counts)
+    stops = stop_fractions(results)
+    interruptions = reliability.interruptions(rates, counts, stops)
     return Assessment(healthy, results, counts, rates, interruptions,
-                      goodput_of(interruptions, int(topology.gpus.size), policy))
+                      goodput_of(interruptions, int(topology.gpus.size), policy), stops)
+
+
+def stop_fractions(results: list) -> dict[str, float]:
+    """Per failure unit of the rates, the share of its single failures that stop the job, from the
+    exhaustive scenarios of the matching element kind (units without one count every failure)."""
+    return {UNIT_OF_ELEMENT[r.scenario.element]: r.stop_fraction for r in results
+            if r.scenario.mode == "every" and r.scenario.element in UNIT_OF_ELEMENT and r.weight}

@@ -48,7 +48,7 @@ def evaluate_candidate(item) -> Outcome:
     from ..report import build_report
     from ..spec import design_from_data
 
-    name, spec, sizing, weights, constraints = item
+    name, spec, sizing, weights, constraints, resilience = item
     try:
         if sizing is not None:
             sized = size_cheapest(_CATALOG, spec["cluster"]["server"], spec["cluster"]["gpus"],
@@ -83,7 +83,31 @@ def evaluate_candidate(item) -> Outcome:
                "bisection_per_gpu_gbps": report["bisection"]["per_gpu_gbps"],
                "diameter_hops": report["diameter_hops"],
                "busbw_GBps": {c["name"]: c["busbw_GBps"] for c in report["collectives"]}}
+    if resilience is not None:
+        figures.update(goodput_figures(built[0], report, weighted, resilience))
     return Outcome(name, spec, figures)
+
+
+def goodput_figures(topology, report: dict, weighted_time_s: float, resilience: dict) -> dict:
+    """Interruptions a day (NIC-link and ToR failures counted where they stop the job), goodput at Daly's
+    interval, the cluster's price with its servers, and goodput-adjusted workload runs per second per
+    million USD: ``goodput / weighted time / (cluster USD / 1e6)``."""
+    from .. import reliability
+    from ..failures import component_counts, single_failure_stop_fractions
+    from ..resilience import goodput_of
+    from ..spec import FailurePolicy
+
+    rates = tuple(rate for name in resilience["rates"] for rate in reliability.RATE_SETS[name]())
+    interruptions = reliability.interruptions(rates, component_counts(topology), single_failure_stop_fractions(topology))
+    policy = FailurePolicy(rates=resilience["rates"], checkpoint_s=resilience["checkpoint_s"],
+                           restart_s=resilience["restart_s"])
+    goodput = goodput_of(interruptions, int(topology.gpus.size), policy)
+    fraction = 1.0 if goodput is None else goodput.goodput
+    cluster_usd = report["cost"]["total_usd"] + report["cost"]["servers_usd"]
+    per_s = fraction / weighted_time_s if weighted_time_s > 0 else 0.0
+    return {"interruptions_per_day": round(interruptions.per_day, 6), "goodput": round(fraction, 6),
+            "cluster_usd": cluster_usd, "goodput_per_s_per_musd": round(per_s / (cluster_usd / 1e6), 6)
+            if cluster_usd > 0 else None}
 
 
 def switch_label(fabric: dict) -> str:
@@ -164,14 +188,23 @@ class SearchResult:
                 reasons[o.reason] = reasons.get(o.reason, 0) + 1
         return {"count": sum(reasons.values()), "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
 
+    def ranking(self) -> list[str]:
+        """With the space's ``resilience`` block: feasible candidate names, per GPU count, best
+        goodput-adjusted throughput per dollar first (ties in candidate order); else empty."""
+        if self.space.resilience is None:
+            return []
+        ranked = [o for o in self.feasible if o.figures.get("goodput_per_s_per_musd") is not None]
+        return [o.name for o in sorted(ranked, key=lambda o: (o.figures["gpus"], -o.figures["goodput_per_s_per_musd"]))]
+
     def to_json(self) -> dict:
         return {"space": self.space.name, "candidates": [{"name": o.name, **o.figures} for o in self.feasible],
-                "pareto": self.pareto(), "infeasible": self.infeasible()}
+                "pareto": self.pareto(), "ranking": self.ranking(), "infeasible": self.infeasible()}
 
 
 def search(space: Space, catalog_files=(), workers: int = 1, progress=None) -> SearchResult:
     """Evaluate every candidate; ``progress(done, total)`` is called as results arrive (for the CLI)."""
-    items = [(name, spec, sizing, space.weights, space.constraints) for name, spec, sizing in candidate_specs(space)]
+    items = [(name, spec, sizing, space.weights, space.constraints, space.resilience)
+             for name, spec, sizing in candidate_specs(space)]
     result = SearchResult(space)
     if workers <= 1:
         _init(catalog_files)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from .. import yamlio
 from ..catalog import Catalog
 from ..errors import SpecError, did_you_mean
+from ..reliability import RATE_SETS
 from ..schema import Bool, Context, Dict, Enum, Int, Key, List, Map, Num, Obj, Str, has_missing
 from ..spec import COLLECTIVE, DEFAULT_CABLING, REACH_CLASSES, TIER_NAMES
 
@@ -53,6 +54,15 @@ SPACE_SCHEMA = Obj({
     }), False),
     "cabling": Key(Map(TIER_NAMES + ("ocs",), Enum(REACH_CLASSES)), False),
     "objective": Key(Obj({"weights": Key(Dict(Num(minimum=0)), False)}), False),
+    "resilience": Key(Obj({
+        "rates": Key(List(Enum(tuple(RATE_SETS), doc="published failure-rate set")), False,
+                     ["llama3-non-network", "hpn-network"]),
+        "checkpoint_s": Key(Num(exclusive_minimum=0, maximum=1e7, doc="seconds to write a checkpoint"), False, 100),
+        "restart_s": Key(Num(minimum=0, maximum=1e7, doc="seconds from an interruption to training again"), False,
+                         600),
+    }, doc="rank the feasible candidates by goodput-adjusted throughput per dollar: interruptions from these "
+           "rates (NIC-link and ToR failures only where they stop the job), goodput at Daly's checkpoint "
+           "interval"), False),
 }, doc="topoplan design space")
 
 
@@ -71,6 +81,7 @@ class Space:
     constraints: dict
     weights: dict
     file: str
+    resilience: dict | None = None  # rates, checkpoint_s, restart_s: rank by goodput-adjusted throughput per dollar
 
 
 def load_space(file: str, catalog: Catalog) -> Space:
@@ -109,7 +120,11 @@ def load_space(file: str, catalog: Catalog) -> Space:
                  {s: catalog.servers[s].gpus for s in sorted(servers)},
                  checked["workload"]["parallelism"] or {}, data["workload"]["collectives"],
                  {k: v for k, v in (checked["constraints"] or {}).items() if v is not None},
-                 (checked["objective"] or {}).get("weights") or {}, str(file))
+                 (checked["objective"] or {}).get("weights") or {}, str(file),
+                 None if checked["resilience"] is None else {
+                     "rates": tuple(dict.fromkeys(checked["resilience"]["rates"])),
+                     "checkpoint_s": float(checked["resilience"]["checkpoint_s"]),
+                     "restart_s": float(checked["resilience"]["restart_s"])})
 
 
 def _parallelism(space: Space, gpus: int) -> dict:

@@ -6,7 +6,8 @@ busbw_GBps}]}, ``scenarios[]`` {name, fail, mode, elements, classes, runs, split
 stop_fraction, worst_slowdown, outcomes[{label, weight, job_stops, stopped_gpus, degraded_servers,
 worst_server_fraction, bisection_gbps, bisection_fraction, collectives[{name, time_s, busbw_GBps,
 slowdown}]}]}, ``interruptions`` {per_day, mtbf_h, p_any_in_hour, p_any_in_day, rates, by_cause[{cause,
-per_day}]}, ``components`` (failure units counted), ``goodput`` {checkpoint_s, restart_s,
+per_day}], stop_fractions {unit: share of its single failures that stop the job, where an exhaustive
+scenario measured it; those causes are scaled by it}}, ``components`` (failure units counted), ``goodput`` {checkpoint_s, restart_s,
 young_interval_s, daly_interval_s, waste_fraction, goodput, lost_gpu_hours_per_day, lost_usd_per_day}
 or null, ``summary`` {interruptions_per_day, goodput, worst_single_failure_slowdown}.
 """
@@ -56,7 +57,8 @@ def resilience_report(design, topology, assessment, engine: str) -> dict:
         "scenarios": scenarios,
         "interruptions": {"per_day": _num(i.per_day), "mtbf_h": _num(i.mtbf_h), "p_any_in_hour": _num(i.p_any_in_hour),
                           "p_any_in_day": _num(i.p_any_in_day), "rates": list(design.failures.rates),
-                          "by_cause": [{"cause": cause, "per_day": _num(v)} for cause, v in i.by_cause_per_day]},
+                          "by_cause": [{"cause": cause, "per_day": _num(v)} for cause, v in i.by_cause_per_day],
+                          "stop_fractions": {unit: _num(v) for unit, v in assessment.stop_fractions.items()}},
         "components": dict(assessment.counts),
         "goodput": None if g is None else {k: _num(v) for k, v in asdict(g).items()},
         "summary": summary(assessment),

@@ -239,6 +239,20 @@ def render_optimize(result: dict, fmt: str) -> str:
     out += _heading("Candidates", markdown)
     out += table(["Design", "GPUs", "Topology", "Switch", "Oversub.", "Tiers", "USD/GPU", "Time ms", "Pareto"], rows,
                  markdown, right=(1, 5, 6, 7))
+    if result.get("ranking"):
+        by_name = {c["name"]: c for c in result["candidates"]}
+        out += [""] + _heading("Ranked by goodput-adjusted throughput per dollar", markdown)
+        out += ["Workload runs per second (1 / weighted completion time) times goodput, per million USD of "
+                "cluster (servers and network); interruptions count NIC-link and ToR failures only where "
+                "they stop the job.", ""]
+        rows = []
+        for rank, name in enumerate(result["ranking"], 1):
+            c = by_name[name]
+            rows.append((rank, name, count(c["gpus"]), c["planes"], f"{c['interruptions_per_day']:.3f}",
+                         _percent(c["goodput"]), usd(c["cluster_usd"]), f"{c['time_s'] * 1e3:,.2f}",
+                         f"{c['goodput_per_s_per_musd']:.4g}"))
+        out += table(["Rank", "Design", "GPUs", "Planes", "Interruptions/day", "Goodput", "Cluster USD", "Time ms",
+                      "Runs/s per $M"], rows, markdown, right=(0, 2, 3, 4, 5, 6, 7, 8))
     if infeasible["reasons"]:
         out += [""] + _heading("Infeasible", markdown)
         out += table(["Reason", "Candidates"], [(r, n) for r, n in infeasible["reasons"].items()], markdown, right=(1,))
@@ -349,7 +363,12 @@ def render_resilience(result: dict, fmt: str) -> str:
     i, g = result["interruptions"], result["goodput"]
     out += _heading("Interruptions and goodput", markdown, 2)
     out += [f"Rates: {', '.join(i['rates'])}; failure units: "
-            + ", ".join(f"{count(v)} {k}" for k, v in result["components"].items() if v) + ".", ""]
+            + ", ".join(f"{count(v)} {k}" for k, v in result["components"].items() if v) + "."]
+    if i.get("stop_fractions"):
+        out += ["Failures of " + ", ".join(f"{unit} stop the job {_percent(v)} of the time"
+                                          for unit, v in i["stop_fractions"].items())
+                + " (from the exhaustive scenarios); their rates are scaled by it."]
+    out += [""]
     rows = [("interruptions per day", f"{i['per_day']:,.3g}"), ("job MTBF", f"{i['mtbf_h']:,.3g} h"),
             ("P(at least one in an hour)", _percent(i["p_any_in_hour"], 1)),
             ("P(at least one in a day)", _percent(i["p_any_in_day"], 1))]
