@@ -1,4 +1,5 @@
-"""Hardware catalog: switches, NICs, transceivers, cables, optical circuit switches and servers.
+"""Catalog: switches, NICs, transceivers, cables, optical circuit switches, servers, GPUs and model
+architectures.
 
 The shipped catalog is ``catalogs/*.yaml`` (inside the installed package as ``topoplan/catalogs``).
 ``load_catalog(extra_files)`` reads it, then each ``--catalog FILE`` in order: an entry whose id already
@@ -161,6 +162,54 @@ class Server:
     bandwidth_efficiency: float = 1.0
 
 
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU's compute figures for the training-step model (``catalogs/gpus.yaml``)."""
+
+    id: str
+    description: str
+    bf16_tflops: float
+    fp8_tflops: float
+    hbm_gb: float
+    hbm_tbps: float
+    matmul_efficiency: float
+    fp8_matmul_efficiency: float
+    source: str
+
+    def peak_tflops(self, dtype: str) -> float:
+        return self.fp8_tflops if dtype == "fp8" else self.bf16_tflops
+
+    def efficiency(self, dtype: str) -> float:
+        return self.fp8_matmul_efficiency if dtype == "fp8" else self.matmul_efficiency
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    """A transformer architecture (``catalogs/models.yaml``; fields explained there)."""
+
+    id: str
+    description: str
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    vocab: int
+    seq_len: int
+    source: str
+    kv_heads: int = 0         # 0: as heads
+    head_dim: int = 0         # 0: hidden / heads
+    gated_ffn: bool = False
+    tied_embeddings: bool = False
+    attention_params: int = 0  # 0: from heads, kv_heads, head_dim
+    attention_dim: int = 0     # 0: heads x head_dim
+    experts: int = 0
+    top_k: int = 0
+    shared_experts: int = 0
+    expert_ffn: int = 0
+    dense_layers: int = 0
+    capacity_factor: float = 1.0
+
+
 def pcie_gbps(gen: int, lanes: int) -> float:
     """Raw PCIe payload rate per direction in Gb/s (Gen3+ 128b/130b; Gen6 counted at its raw rate)."""
     gt_per_lane = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}[gen]
@@ -176,6 +225,30 @@ _NONNEG = Num(minimum=0)
 _COUNT = Int(minimum=1)
 # per-step latencies before the NCCL model (flow/nccl.py); still accepted so that old override files load
 _UNUSED = "ignored: NCCL's own per-protocol step latencies apply (see network_step_extra_us to calibrate)"
+
+_SIZE = Int(minimum=1, maximum=10_000_000)
+_ZERO_OR_SIZE = Int(minimum=0, maximum=10**13)
+# a model architecture's fields: the catalog's ``models:`` entries and a spec's ``workload.model``
+MODEL_FIELDS = {
+    "id": Key(_ID, True), "description": Key(_TEXT, True),
+    "layers": Key(Int(minimum=1, maximum=100_000, doc="transformer layers"), True),
+    "hidden": Key(_SIZE, True), "ffn": Key(_SIZE, True),
+    "heads": Key(Int(minimum=1, maximum=100_000), True),
+    "vocab": Key(_SIZE, True), "seq_len": Key(Int(minimum=1, maximum=100_000_000, doc="tokens per sequence"), True),
+    "source": Key(_SOURCE, True),
+    "kv_heads": Key(Int(minimum=0, maximum=100_000, doc="0: as heads"), False, 0),
+    "head_dim": Key(Int(minimum=0, maximum=1_000_000, doc="0: hidden / heads"), False, 0),
+    "gated_ffn": Key(Bool(doc="SwiGLU-style feed-forward (three matrices)"), False, False),
+    "tied_embeddings": Key(Bool(), False, False),
+    "attention_params": Key(_ZERO_OR_SIZE, False, 0),
+    "attention_dim": Key(Int(minimum=0, maximum=100_000_000), False, 0),
+    "experts": Key(Int(minimum=0, maximum=1_000_000, doc="routed experts (0: dense)"), False, 0),
+    "top_k": Key(Int(minimum=0, maximum=1_000_000), False, 0),
+    "shared_experts": Key(Int(minimum=0, maximum=1_000), False, 0),
+    "expert_ffn": Key(Int(minimum=0, maximum=10_000_000), False, 0),
+    "dense_layers": Key(Int(minimum=0, maximum=100_000, doc="leading layers without experts"), False, 0),
+    "capacity_factor": Key(Num(minimum=1, maximum=64), False, 1.0),
+}
 
 _SECTIONS = {
     "switches": (Switch, Obj({
@@ -238,6 +311,17 @@ _SECTIONS = {
                 "nics": Key(List(Int(minimum=0)), False, []),
             })), True),
         }, doc="PCIe layout: CPU sockets and the PCIe switches under them"), False)})),
+    "gpus": (Gpu, Obj({
+        "id": Key(_ID, True), "description": Key(_TEXT, True),
+        "bf16_tflops": Key(Num(exclusive_minimum=0, maximum=1e6, doc="dense BF16 tensor peak, TFLOP/s"), True),
+        "fp8_tflops": Key(Num(minimum=0, maximum=1e6, doc="dense FP8 tensor peak, TFLOP/s (0: none)"), True),
+        "hbm_gb": Key(Num(exclusive_minimum=0, maximum=1e6, doc="GPU memory, GB"), True),
+        "hbm_tbps": Key(Num(exclusive_minimum=0, maximum=1e4, doc="memory bandwidth, TB/s"), True),
+        "matmul_efficiency": Key(Num(exclusive_minimum=0, maximum=1, doc="share of the BF16 peak a matmul "
+                                     "reaches (measured)"), True),
+        "fp8_matmul_efficiency": Key(Num(minimum=0, maximum=1), True),
+        "source": Key(_SOURCE, True)})),
+    "models": (ModelArch, Obj(MODEL_FIELDS)),
 }
 SECTIONS = tuple(_SECTIONS)
 
@@ -252,6 +336,8 @@ class Catalog:
     cables: dict
     ocs: dict
     servers: dict
+    gpus: dict
+    models: dict
     origin: dict  # (section, id) -> "file:line"
     overrides: list = dataclasses.field(default_factory=list)  # (section, id, where, where it replaced)
 

@@ -829,8 +829,9 @@ def catalog_list(section, catalog_files):
         rows = []
         for entry_id in sorted(entries):
             e = entries[entry_id]
-            rows.append((entry_id, getattr(e, "vendor", getattr(e, "kind", "")), _describe(name, e),
-                         f"${e.price_usd:,.0f}", f"{e.power_w:,.0f} W"))
+            price = f"${e.price_usd:,.0f}" if hasattr(e, "price_usd") else "-"
+            power = f"{e.power_w:,.0f} W" if hasattr(e, "power_w") else "-"
+            rows.append((entry_id, getattr(e, "vendor", getattr(e, "kind", "")), _describe(name, e), price, power))
         lines += [f"{name} ({len(rows)})"] + table(["id", "vendor", "summary", "price", "power"], rows, False,
                                                    right=(3, 4)) + [""]
     lines.append("Prices are estimates (see each entry's source); override them with --catalog FILE.")
@@ -848,6 +849,14 @@ def _describe(section: str, e) -> str:
         return f"{e.kind} {e.speed_gbps:g}G, {e.reach_m:g} m" if e.speed_gbps else f"{e.kind}, {e.reach_m:g} m"
     if section == "ocs":
         return f"{e.ports} ports"
+    if section == "gpus":
+        fp8 = f", FP8 {e.fp8_tflops:,.0f}" if e.fp8_tflops else ""
+        return f"BF16 {e.bf16_tflops:,.0f} TFLOP/s{fp8}, {e.hbm_gb:g} GB, matmul {100 * e.matmul_efficiency:.1f}%"
+    if section == "models":
+        from .training import counts
+        c = counts(e)
+        moe = f", {c.active / 1e9:,.1f}B active, {e.experts} experts top-{e.top_k}" if e.experts else ""
+        return f"{c.total / 1e9:,.1f}B parameters{moe}, {e.layers} layers, h {e.hidden:,}, seq {e.seq_len:,}"
     return f"{e.gpus}x {e.gpu}, {e.nics}x {e.nic}"
 
 

@@ -62,6 +62,11 @@ REPORT_METRICS: tuple[Metric, ...] = (
     Metric("cost.per_injection_gbps_usd", "USD per Gb/s", "lower"),
     Metric("cost.per_bisection_gbps_usd", "USD per Gb/s", "lower"),
     Metric("cost.per_gpu_bisection_gbps_usd", "USD per Gb/s per GPU", "lower"),
+    # the training-step model (``training.py``), when the workload names a model
+    Metric("training.step_time_s", "s per step", "lower", target="max_step_time_s"),
+    Metric("training.mfu", "of the BF16 peak", "higher", fmt=".4f", target="min_mfu"),
+    Metric("training.tokens_per_s", "tokens/s", "higher"),
+    Metric("training.usd_per_mtok", "USD per million tokens", "lower", target="max_usd_per_mtok"),
     # from ``topoplan resilience`` (``report/resilience.py`` summary); ``check`` runs it when one is a target
     Metric("resilience.interruptions_per_day", "interruptions per day", "lower", target="max_interruptions_per_day",
            compared=False),

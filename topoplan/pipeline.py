@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import training
 from .catalog import Catalog
 from .cost import Bom, bill_of_materials
 from .errors import EngineRefused
@@ -30,6 +31,8 @@ class Evaluation:
     bom: Bom
     bisection: Bisection
     collectives: list = field(default_factory=list)
+    training: object = None     # training.Step when the workload names a model
+    price: object = None        # training.Price (the cluster's cost per hour) with it
 
 
 def build(design: Design, catalog: Catalog) -> tuple[Topology, Bom]:
@@ -57,7 +60,11 @@ def evaluate(design: Design, catalog: Catalog, latency_scale: float = 1.0,
             cut.permutation_note = (f"not computed: the {chosen.name} engine would search about {ops:.1g} "
                                     f"multiply-adds (about {ops / ecmp.MEASURED_OPS_PER_S / 60:,.0f} min)")
         collectives = evaluate_workload(topology, design, catalog, latency_scale, progress=progress)
+        step = price = None
+        if design.workload.training is not None:
+            step = training.evaluate_step(topology, design, catalog, latency_scale)
+            price = training.cluster_price(design, catalog, bom, design.workload.training.economics)
     except EngineRefused as err:
         hint = "use routing: ecmp, which scales to any size" if err.refusal.engine == "optimal" else ""
         raise design.infeasible("routing", str(err), hint) from None
-    return Evaluation(design, topology, bom, cut, collectives)
+    return Evaluation(design, topology, bom, cut, collectives, step, price)

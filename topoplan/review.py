@@ -138,7 +138,8 @@ class MetricRow:
 
 
 def metric_rows(base: dict, head: dict) -> list[MetricRow]:
-    rows = [MetricRow(m.path, m.get(base), m.get(head), m.better) for m in REPORT_METRICS if m.compared]
+    rows = [MetricRow(m.path, m.get(base), m.get(head), m.better) for m in REPORT_METRICS
+            if m.compared and not (m.get(base) is None and m.get(head) is None)]
     for section, better in COMPARED_SECTIONS:
         keys = sorted(set(_get(base, section) or {}) | set(_get(head, section) or {}))
         rows += [MetricRow(f"{section}.{k}", (_get(base, section) or {}).get(k, 0),

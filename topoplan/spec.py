@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import yamlio
-from .catalog import Catalog
+from .catalog import MODEL_FIELDS, Catalog
 from .errors import InfeasibleDesign, SpecError, did_you_mean
 from .schema import (MISSING, Bool, Context, Dict, Enum, Int, Key, List, Map, Num, Obj, OneOf, Parsed, Str,
                      has_missing)
@@ -21,6 +21,7 @@ from .metrics import Metric, target_metrics
 from .reliability import RATE_SETS
 from .topology import SWITCH_TIERS
 from .units import parse_size
+from . import training as _training
 
 SPEC_VERSION = 1
 # Large enough for any cluster planned today (4M GPUs), small enough that a typo like 10**9 is refused
@@ -85,6 +86,51 @@ def _target_order(item):
     return (per_collective, per_collective and key.startswith("max"))
 
 
+_MODEL_KEYS = {k: Key(v.schema, False) for k, v in MODEL_FIELDS.items() if k not in ("id", "description", "source")}
+MODEL = OneOf((Str(kebab=True, doc="a model id from catalogs/models.yaml"), Obj({
+    "preset": Key(Str(kebab=True, doc="start from this catalog model; the other keys change its fields"), False),
+    **_MODEL_KEYS,
+}, doc="a model architecture: a catalog preset and changes to it, or every field")),
+    doc="the model being trained (catalogs/models.yaml)")
+OVERLAP = OneOf((Enum(tuple(_training.POLICIES), doc="overlap or communication-efficiency policy"), Obj({
+    "policy": Key(Enum(tuple(_training.POLICIES)), True),
+    "fraction": Key(Num(minimum=0, maximum=1, doc="tp-slicing: share of a layer's compute that can hide its "
+                                                  "TP collectives"), False),
+    "every": Key(Int(minimum=1, maximum=1_000_000, doc="local-updates (H) / co2 (tau): steps between "
+                                                      "synchronisations"), False),
+    "ratio": Key(Num(minimum=1, maximum=1e6, doc="compression: how many times fewer DP bytes"), False),
+    "flops_per_element": Key(Num(minimum=0, maximum=1e6, doc="compression: encode + decode FLOPs per gradient "
+                                                             "element"), False),
+}, doc="a policy with its parameters")))
+TRAINING = Obj({
+    "global_batch": Key(Int(minimum=1, maximum=1 << 40, doc="sequences per step"), False),
+    "global_batch_tokens": Key(Int(minimum=1, maximum=1 << 50, doc="tokens per step (a whole number of "
+                                                                    "sequences)"), False),
+    "micro_batch": Key(Int(minimum=1, maximum=1 << 20, doc="sequences per micro-batch"), False, 1),
+    "sequence_parallel": Key(Bool(doc="Megatron sequence parallelism (TP all-reduces become RS + AG)"), False, True),
+    "recompute": Key(Enum(_training.RECOMPUTE, doc="activation recomputation"), False, "selective"),
+    "schedule": Key(Enum(_training.SCHEDULES, doc="pipeline schedule"), False, "1f1b"),
+    "virtual_stages": Key(Int(minimum=1, maximum=1024, doc="model chunks per GPU (interleaved schedule)"), False, 1),
+    "zero": Key(Int(minimum=0, maximum=3, doc="ZeRO stage: 1 shards optimizer state, 2 gradients too, 3 "
+                                              "parameters too (FSDP)"), False, 1),
+    "compute_dtype": Key(Enum(_training.DTYPES, doc="the tensor-core type the GEMMs run in"), False, "bf16"),
+    "activation_bytes": Key(Enum((1, 2, 4)), False, 2),
+    "gradient_bytes": Key(Enum((1, 2, 4), doc="bytes per gradient element kept and reduced (Megatron: fp32)"),
+                          False, 4),
+    "parameter_bytes": Key(Enum((1, 2, 4)), False, 2),
+    "compute_efficiency": Key(Num(exclusive_minimum=0, maximum=1, doc="share of the dense peak compute runs at; "
+                                                                      "default the GPU's measured matmul share"),
+                              False),
+    "overlap": Key(List(OVERLAP), False),
+    "tokens": Key(Num(exclusive_minimum=0, maximum=1e18, doc="tokens to train, for the time to train"), False),
+}, doc="how the model is trained: batch, schedule, memory savings and overlap")
+ECONOMICS = Obj({
+    "life_years": Key(Num(exclusive_minimum=0, maximum=100, doc="years servers and network are paid off over"),
+                      False, 4.0),
+    "usd_per_kwh": Key(Num(minimum=0, maximum=100), False, 0.10),
+    "pue": Key(Num(minimum=1, maximum=10, doc="facility power / IT power"), False, 1.3),
+}, doc="what the cluster costs per hour, for the cost per token")
+
 DESIGN_SCHEMA = Obj({
     "version": Key(Enum((SPEC_VERSION,), doc="spec schema version"), False, SPEC_VERSION),
     "name": Key(Str(kebab=True, doc="design name, kebab-case"), True),
@@ -130,7 +176,10 @@ DESIGN_SCHEMA = Obj({
         "parallelism": Key(Map(PARALLEL_DIMS, Int(minimum=1)), False),
         "order": Key(List(Enum(ORDER_DIMS)), False),
         "collectives": Key(List(COLLECTIVE), False),
+        "model": Key(MODEL, False),
+        "training": Key(TRAINING, False),
     }), False),
+    "economics": Key(ECONOMICS, False),
     "routing": Key(OneOf((Enum(ROUTINGS, doc="routing engine"), Obj({
         "engine": Key(Enum(ROUTINGS), True),
         "seeds": Key(Int(minimum=1, maximum=64, doc="ecmp-hash: hash seeds to sample"), False, 8),
@@ -193,6 +242,7 @@ class Workload:
     parallelism: dict       # dim -> degree, all of PARALLEL_DIMS present
     order: tuple            # innermost first
     collectives: tuple
+    training: _training.Training | None = None   # the step model's input (workload.model given)
 
 
 @dataclass(frozen=True)
@@ -353,6 +403,9 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
                  pod_servers=(fabric["pod"] or {}).get("servers"), link_gbps=dict(fabric["link_gbps"] or {}),
                  optics=fabric["optics"])
     workload = _workload(c["workload"] or {}, gpus, ctx, c["fabric"]["topology"])
+    training = _training_of(c["workload"] or {}, c["economics"], workload, catalog, server, ctx)
+    if training is not None:
+        workload = Workload(workload.parallelism, workload.order, workload.collectives, training)
     targets = c["targets"] or {}
     names = {col.name for col in workload.collectives}
     for key in (k for k, (_m, per_collective) in target_metrics().items() if per_collective):
@@ -363,6 +416,10 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
                     ctx.error(("targets", key, name), f"no collective named '{name}' in workload.collectives",
                               did_you_mean(name, names) if names else "add the collective under workload")
     targets = {k: v for k, v in targets.items() if v is not None}
+    for key in ("max_step_time_s", "min_mfu", "max_usd_per_mtok"):
+        if key in targets and workload.training is None:
+            ctx.error(("targets", key), f"{key} needs the training-step model", "add workload.model and "
+                      "workload.training (see designs/megatron-530b-2240.yaml)")
     routing = Routing(c["routing"]) if isinstance(c["routing"], str) else Routing(**c["routing"])
     return dict(name=c["name"], description=c["description"], routing=routing, targets=targets,
                 failures=_failures(c["failures"], ctx),
@@ -410,6 +467,90 @@ def _workload(w: dict, gpus: int, ctx: Context, topology: str) -> Workload:
         collectives.append(Collective(col["name"], col["op"], col["group"], col["size"], algorithm))
     return Workload(parallelism=degrees, order=order, collectives=tuple(collectives))
 
+
+def _training_of(w: dict, economics: dict | None, workload: Workload, catalog: Catalog, server, ctx: Context):
+    """``workload.model`` + ``workload.training`` + ``economics`` as a ``training.Training`` (None without a
+    model)."""
+    model, given = w.get("model"), w.get("training") or {}
+    if model is None:
+        if w.get("training") is not None:
+            ctx.error(("workload", "training"), "training settings need a model", "add workload.model: llama3-70b "
+                      "(or another id from catalogs/models.yaml)")
+        return None
+    path = ("workload", "model")
+    if isinstance(model, str):
+        model = {"preset": model}
+    preset = model.get("preset")
+    fields = {}
+    if preset is not None:
+        if preset not in catalog.models:
+            ctx.error(path + (() if isinstance(w["model"], str) else ("preset",)), f"unknown model '{preset}'",
+                      did_you_mean(preset, catalog.models))
+            return None
+        import dataclasses
+        fields = dataclasses.asdict(catalog.models[preset])
+    changes = {k: v for k, v in model.items() if k != "preset" and v is not None}
+    if preset is None:
+        missing = [k for k, key in MODEL_FIELDS.items() if key.required and k not in ("id", "description", "source")
+                   and k not in changes]
+        if missing:
+            ctx.error(path, "a model without a preset needs " + ", ".join(missing),
+                      "or start from a catalog model: preset: llama3-70b")
+            return None
+        fields = {"id": "custom", "description": "", "source": "the spec"}
+    fields.update(changes)
+    if changes and preset is not None:
+        fields["id"] = f"{preset}-modified"
+    from .catalog import ModelArch
+    arch = ModelArch(**fields)
+    problems = _training.model_problems(arch)
+    for key, message, hint in problems:
+        ctx.error(path + ((key,) if key in model else ()), message, hint)
+    gpu = _training.gpu_of(catalog, server)
+    if gpu is None:
+        ctx.error(("cluster", "server"), f"no compute figures for the {server.id}'s GPU '{server.gpu}' in the "
+                  "catalog's gpus", f"add a gpus: entry with id '{server.gpu.lower()}' (see catalogs/gpus.yaml)")
+    batch, batch_tokens = given.get("global_batch"), given.get("global_batch_tokens")
+    tpath = ("workload", "training")
+    if (batch is None) == (batch_tokens is None):
+        ctx.error(tpath, "give the global batch as global_batch (sequences) or global_batch_tokens, one of them",
+                  "e.g. global_batch: 2048")
+        return None
+    if batch is None:
+        if batch_tokens % arch.seq_len:
+            ctx.error(tpath + ("global_batch_tokens",), f"{batch_tokens:,} tokens is not a whole number of "
+                      f"{arch.seq_len:,}-token sequences", f"use {max(1, batch_tokens // arch.seq_len) * arch.seq_len:,}")
+            return None
+        batch = batch_tokens // arch.seq_len
+    if given.get("compute_dtype") == "fp8" and gpu is not None and not gpu.fp8_tflops:
+        ctx.error(tpath + ("compute_dtype",), f"{gpu.id} has no FP8 tensor cores", "use compute_dtype: bf16")
+    policies = []
+    for index, entry in enumerate(given.get("overlap") or []):
+        entry = {"policy": entry} if isinstance(entry, str) else entry
+        name = entry["policy"]
+        params = tuple((k, v) for k, v in entry.items() if k != "policy" and v is not None)
+        allowed = _training.POLICY_PARAMS.get(name, ())
+        for k, _v in params:
+            if k not in allowed:
+                ctx.error(tpath + ("overlap", index, k), f"{name} takes no '{k}'",
+                          "it takes " + ", ".join(allowed) if allowed else f"{name} has no parameters")
+        if any(p.name == name for p in policies):
+            ctx.error(tpath + ("overlap", index), f"{name} is listed twice", "list each policy once")
+        policies.append(_training.Policy(name, params))
+    econ = economics or {}
+    training = _training.Training(
+        arch, batch, given["micro_batch"] if given else 1,
+        given.get("sequence_parallel", True) if given else True, given.get("recompute") or "selective",
+        given.get("schedule") or "1f1b", given.get("virtual_stages") or 1,
+        given["zero"] if given.get("zero") is not None else 1, given.get("compute_dtype") or "bf16",
+        given.get("activation_bytes") or 2, given.get("gradient_bytes") or 4, given.get("parameter_bytes") or 2,
+        given.get("compute_efficiency"), tuple(policies), given.get("tokens"),
+        _training.Economics(**{k: float(v) for k, v in econ.items() if v is not None}))
+    if problems or ctx.problems:
+        return None
+    for key, message, hint in _training.layout_problems(training, workload.parallelism):
+        ctx.error(("workload",) + tuple(key.split(".")), message, hint)
+    return training
 
 
 def _failures(f: dict | None, ctx: Context) -> FailurePolicy:

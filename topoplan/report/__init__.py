@@ -137,7 +137,49 @@ def build_report(evaluation) -> dict:
         ],
         "warnings": list(layout.warnings),
     }
+    if evaluation.training is not None:
+        report["training"] = _training(evaluation)
+        if not evaluation.training.memory.fits:
+            report["warnings"].append(f"training: {design.workload.training.model.id} does not fit in memory: "
+                                      f"{evaluation.training.memory.describe()}; raise zero, tp or pp, recompute "
+                                      "more, or use a smaller micro_batch")
     return report
+
+
+def _training(evaluation) -> dict:
+    """The step model's figures (``training.Step``) and what a token costs at the cluster's price."""
+    step, price = evaluation.training, evaluation.price
+    t = evaluation.design.workload.training
+    tokens_per_s = step.tokens_per_s
+    out = {
+        "model": t.model.id,
+        "parallelism": dict(evaluation.design.workload.parallelism),
+        "global_batch": t.global_batch, "micro_batch": t.micro_batch, "microbatches": step.microbatches,
+        "schedule": t.schedule, "virtual_stages": t.virtual_stages, "recompute": t.recompute, "zero": t.zero,
+        "overlap": [p.name for p in t.overlap],
+        "step_time_s": _num(step.step_s),
+        "compute_s": _num(step.compute_s), "bubble_s": _num(step.bubble_s), "optimizer_s": _num(step.optimizer_s),
+        "exposed_s": {k: _num(v) for k, v in step.exposed_s.items()},
+        "unoverlapped_s": {k: _num(v) for k, v in step.unoverlapped_s.items()},
+        "policy_compute_s": _num(step.other_s),
+        "mfu": _num(step.mfu), "hfu": _num(step.hfu),
+        "tokens_per_step": int(step.tokens),
+        "tokens_per_s": _num(tokens_per_s), "tokens_per_s_per_gpu": _num(tokens_per_s / step.gpus),
+        "model_flops_per_step": _num(step.model_flops),
+        "time_to_train_days": _num(t.tokens / tokens_per_s / 86400) if t.tokens else None,
+        "usd_per_hour": _money(price.usd_per_hour),
+        "usd_per_mtok": _num(price.usd_per_hour / 3600 / tokens_per_s * 1e6),
+        "capital_usd": _money(price.capital_usd),
+        "memory_gb": {"parameters": _num(step.memory.parameters / 1e9), "gradients": _num(step.memory.gradients / 1e9),
+                      "optimizer": _num(step.memory.optimizer / 1e9),
+                      "activations": _num(step.memory.activations / 1e9), "total": _num(step.memory.total / 1e9),
+                      "hbm": _num(step.memory.hbm / 1e9)},
+        "fits_in_memory": step.memory.fits,
+        "collectives": [{"class": tr.cls, "op": tr.op, "group": tr.group, "size_bytes": int(tr.size_bytes),
+                         "runs": _num(tr.count), "per": tr.per, "time_s": _num(seconds), "choice": label}
+                        for tr, seconds, label in step.collectives],
+    }
+    return out
 
 
 def _tier_order(tier: str) -> int:

@@ -130,6 +130,9 @@ def _text(r: dict, markdown: bool) -> str:
         engines = sorted({x["engine"] for x in r["collectives"]})
         out += ["", f"Engine: {', '.join(engines)}. Busbw uses nccl-tests factors; times include per-step latency.", ""]
 
+    if r.get("training"):
+        out += _training_text(r["training"], markdown)
+
     out += _heading("Bill of materials", markdown)
     rows = [(b["category"], b["item"], b["tier"] or "-", count(b["quantity"]), usd(b["unit_price_usd"]),
              usd(b["price_usd"]), watts(b["power_w"])) for b in r["bom"]]
@@ -150,6 +153,43 @@ def _text(r: dict, markdown: bool) -> str:
     if r["warnings"]:
         out += [""] + _heading("Warnings", markdown) + [f"- {w}" for w in r["warnings"]]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _training_text(t: dict, markdown: bool) -> list[str]:
+    par = t["parallelism"]
+    layout = " x ".join(f"{d}{par[d]}" for d in ("tp", "cp", "pp", "dp") if par[d] > 1) or "one GPU"
+    if par["ep"] > 1:
+        layout += f" (ep{par['ep']})"
+    step = t["step_time_s"] or 1.0
+    out = _heading(f"Training step: {t['model']}", markdown)
+    out += [f"{layout}; {count(t['global_batch'])} sequences per step in {count(t['microbatches'])} micro-batches "
+            f"of {t['micro_batch']}; {t['schedule']} schedule"
+            + (f" with {t['virtual_stages']} chunks" if t["virtual_stages"] > 1 else "")
+            + f"; recompute {t['recompute']}; ZeRO-{t['zero']}; overlap: {', '.join(t['overlap']) or 'none'}.", ""]
+    parts = [("compute", t["compute_s"]), ("pipeline bubble", t["bubble_s"])]
+    parts += [(f"exposed {k.upper()}", v) for k, v in t["exposed_s"].items() if v or t["unoverlapped_s"][k]]
+    parts += [("optimizer", t["optimizer_s"])] + ([("compression encode/decode", t["policy_compute_s"])]
+                                                   if t["policy_compute_s"] else [])
+    rows = [(name, f"{v:,.3f}", f"{100 * v / step:.1f}%") for name, v in parts] + \
+        [("step", f"{t['step_time_s']:,.3f}", "100.0%")]
+    out += table(["Part", "Seconds", "Share"], rows, markdown, right=(1, 2))
+    summary = [
+        ("MFU / HFU", f"{100 * t['mfu']:.1f}% / {100 * t['hfu']:.1f}% of the BF16 peak"),
+        ("Tokens/s", f"{t['tokens_per_s']:,.0f} ({t['tokens_per_s_per_gpu']:,.0f} per GPU)"),
+        ("Cost per million tokens", f"${t['usd_per_mtok']:,.4f} (cluster at {usd(t['usd_per_hour'])} per hour)"),
+        ("Memory per GPU", f"{t['memory_gb']['total']:,.1f} GB of {t['memory_gb']['hbm']:,.0f} GB (parameters "
+         f"{t['memory_gb']['parameters']:,.1f}, gradients {t['memory_gb']['gradients']:,.1f}, optimizer "
+         f"{t['memory_gb']['optimizer']:,.1f}, activations {t['memory_gb']['activations']:,.1f})"),
+    ]
+    if t["time_to_train_days"] is not None:
+        summary.insert(2, ("Time to train", f"{t['time_to_train_days']:,.1f} days"))
+    out += [""] + table(["Metric", "Value"], summary, markdown)
+    rows = [(x["class"], x["op"], x["choice"], _size(x["size_bytes"]), f"{x['runs']:,.4g} per {x['per']}",
+             _fixed(x["time_s"], 1e3, 3)) for x in t["collectives"]]
+    if rows:
+        out += [""] + table(["Class", "Op", "Algorithm/protocol", "Size", "Runs", "Time ms"], rows, markdown,
+                            right=(3, 5))
+    return out + [""]
 
 
 def _choice(collective: dict) -> str:
