@@ -225,3 +225,70 @@ def test_spec_errors_point_at_the_model_and_training_keys():
     with pytest.raises(SpecError) as err:
         _design({"targets": {"min_mfu": 0.4}})
     assert "min_mfu needs the training-step model" in str(err.value)
+
+
+def _study_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "training_study.py"
+    spec = importlib.util.spec_from_file_location("training_study", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, path.parent
+
+
+def test_training_doc_is_current():
+    study, docs = _study_module()
+    text, _figure = study.render(CATALOG)
+    assert (docs / "training.md").read_text() == text, "regenerate with: python docs/training_study.py"
+
+
+def _invoke(*args):
+    from click.testing import CliRunner
+
+    from topoplan.cli import main
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_scale_command(tmp_path):
+    plot = tmp_path / "scale.png"
+    result = _invoke("scale", "designs/gpt3-175b-12288.yaml", "--gpus", "3072,12288,24576", "--plot", str(plot))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    row = {line.split()[0]: line for line in lines if line.strip()[:1].isdigit()}
+    assert "infeasible" in row["24,576"] and "100.0%" in row["3,072"]
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    import json
+    data = json.loads(_invoke("scale", "designs/gpt3-175b-12288.yaml", "--gpus", "3072..12288",
+                              "--format", "json").output)
+    points = data["studies"][0]["points"]
+    assert [p["gpus"] for p in points] == [3072, 6144, 12288]
+    assert points[0]["mfu"] > points[1]["mfu"] > points[2]["mfu"]   # fixed global batch: the bubble grows
+    assert points[0]["scaling_efficiency"] == 1.0
+
+
+@pytest.mark.parametrize("gpus", ["0,8", "8..4", "x", ",".join(["8"] * 3) + "," + ",".join(str(8 * i) for i in
+                                                                                          range(1, 70))])
+def test_scale_refuses_bad_gpu_lists(gpus):
+    result = _invoke("scale", "designs/gpt3-175b-12288.yaml", "--gpus", gpus)
+    assert result.exit_code == 2
+    assert "--gpus" in result.output
+
+
+def test_scale_needs_a_model():
+    result = _invoke("scale", "designs/fat-tree-1k.yaml", "--gpus", "1024")
+    assert result.exit_code == 2
+    assert "needs the training-step model" in result.output
+
+
+def test_report_has_the_training_section_and_targets_check():
+    result = _invoke("report", "designs/llama3-405b-131k.yaml", "--format", "json")
+    import json
+    training = json.loads(result.output)["training"]
+    assert training["step_time_s"] == pytest.approx(
+        training["compute_s"] + training["bubble_s"] + sum(training["exposed_s"].values()) + training["optimizer_s"],
+        rel=1e-6)
+    assert training["fits_in_memory"] and 0 < training["mfu"] < training["hfu"] < 1
+    check = _invoke("check", "designs/llama3-405b-131k.yaml")
+    assert "min_mfu" in check.output and check.exit_code == 0

@@ -223,6 +223,7 @@ def main():
       topoplan optimize designs/spaces/small.yaml --plot pareto.png
       topoplan host designs/fat-tree-1k.yaml           one server's PCIe/NVLink paths
       topoplan resilience designs/fat-tree-1k.yaml     failed switches and links, MTBF, goodput
+      topoplan scale designs/gpt3-175b-12288.yaml --gpus 1536..12288   MFU as the cluster grows
       topoplan nccl designs/fat-tree-1k.yaml -e 8G     an nccl-tests style sweep (--measured LOG)
       topoplan build designs/fat-tree-1k.yaml -o fabric.graphml
       topoplan catalog list                            hardware topoplan knows about
@@ -481,6 +482,57 @@ def resilience(spec, fmt, output, plot_file, workers, catalog_files):
         from .report import plots
 
         click.echo(f"wrote {write_figure(plots.resilience_figure(result), plot_file)}", err=True)
+
+
+@main.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path())
+@click.option("--gpus", "gpu_text", required=True, metavar="LIST",
+              help="GPU counts: 1024,2048,4096 or a doubling range 1024..131072.")
+@click.option("--batch", "batch_mode", type=click.Choice(("fixed", "per-gpu")), default="fixed", show_default=True,
+              help="Keep the spec's global batch at every size, or keep it per GPU (it grows with the cluster).")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, metavar="PNG",
+              help="Also write a chart of MFU and scaling efficiency against GPUs, one line per design.")
+@format_option
+@output_option
+@catalog_option
+@handle_errors
+def scale(specs, gpu_text, batch_mode, plot_file, fmt, output, catalog_files):
+    """Step time, MFU and scaling efficiency of each SPEC's training job as the cluster grows.
+
+    \b
+    Each size regenerates the fabric from the spec's family and switches (the fewest tiers that
+    hold it, pods and scalable units re-sized), keeps tp, cp and pp and lets dp follow; the global batch stays fixed (--batch fixed)
+    or grows with the GPUs (--batch per-gpu). A size the fabric or the layout cannot reach is listed
+    as infeasible with the reason. Scaling efficiency is tokens/s per GPU against the smallest size
+    that ran. The spec must name a model (workload.model).
+    Examples:
+      topoplan scale designs/llama3-405b-fat-tree.yaml --gpus 8192..131072
+      topoplan scale designs/llama3-405b-fat-tree.yaml designs/llama3-405b-rail-only.yaml --gpus 8192..131072 --plot scale.png
+      topoplan scale designs/gpt3-175b-12288.yaml --gpus 1536,3072,6144,12288 --batch per-gpu --format markdown
+    """
+    from .report.writers import render_scale
+    from .scaling import parse_gpu_list, scale_design, study_dict
+
+    try:
+        sizes = parse_gpu_list(gpu_text)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--gpus") from None
+    check_outputs([output, plot_file], [*specs, *catalog_files])
+    catalog = _catalog(catalog_files)
+    total, done = len(sizes) * len(specs), [0]
+    started = time.monotonic()
+
+    def progress(point):
+        done[0] += 1
+        if time.monotonic() - started > 5 and done[0] < total:
+            click.echo(f"topoplan scale: {done[0]}/{total} sizes done ({point.gpus:,} GPUs)", err=True)
+
+    studies = [study_dict(scale_design(spec, catalog, sizes, batch_mode, progress)) for spec in specs]
+    write_output(render_scale(studies, fmt), output)
+    if plot_file:
+        from .report import plots
+
+        click.echo(f"wrote {write_figure(plots.scale_figure(studies), plot_file)}", err=True)
 
 
 def _evaluate_source(source: str, catalog, command: str = "compare"):

@@ -97,8 +97,11 @@ class Num(Schema):
 
     def check(self, value, path, ctx):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            ctx.error(path, f"expected a number, got {_type_name(value)} ({value!r})",
-                      "write a number without quotes or units, e.g. 400")
+            hint = "write a number without quotes or units, e.g. 400"
+            if isinstance(value, str) and re.fullmatch(r"\s*[0-9.]+[eE][0-9]+\s*", value):
+                mantissa, _, exponent = value.strip().lower().partition("e")
+                hint = f"YAML reads an exponent without a sign as text: write {mantissa}e+{exponent}"
+            ctx.error(path, f"expected a number, got {_type_name(value)} ({value!r})", hint)
             return MISSING
         if self.exclusive_minimum is not None and value <= self.exclusive_minimum:
             ctx.error(path, f"must be greater than {self.exclusive_minimum:g}, got {value}", "use a positive number")

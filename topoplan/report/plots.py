@@ -199,3 +199,30 @@ def resilience_figure(result: dict):
     axis.set_title(f"Single and random failures: {result['design']}")
     fig.tight_layout()
     return fig
+
+
+def scale_figure(studies: list):
+    """MFU (left) and scaling efficiency (right) against GPU count, one line per design; sizes that could
+    not run are left out of the lines."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for study in studies:
+        points = [p for p in study["points"] if not p["infeasible"]]
+        if not points:
+            continue
+        x = [p["gpus"] for p in points]
+        label = f"{study['design']} ({study['topology']})"
+        left.plot(x, [100 * p["mfu"] for p in points], marker="o", label=label)
+        right.plot(x, [100 * p["scaling_efficiency"] for p in points], marker="o", label=label)
+    sizes = sorted({p["gpus"] for study in studies for p in study["points"] if not p["infeasible"]})
+    for axis, name in ((left, "MFU (% of BF16 peak)"), (right, "scaling efficiency (%)")):
+        axis.set_xscale("log", base=2)
+        if sizes:
+            axis.set_xticks(sizes, [f"{n // 1024}k" if n % 1024 == 0 else f"{n:,}" for n in sizes])
+            axis.minorticks_off()
+        axis.set_xlabel("GPUs")
+        axis.set_ylabel(name)
+        axis.grid(True, alpha=0.3)
+    left.legend(fontsize="small")
+    fig.suptitle("Training step as the cluster grows")
+    fig.tight_layout()
+    return fig

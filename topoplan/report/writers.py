@@ -425,3 +425,30 @@ def render_resilience(result: dict, fmt: str) -> str:
     if top:
         out += ["", "Largest causes: " + "; ".join(f"{c['cause']} {c['per_day']:,.3g}/day" for c in top) + "."]
     return "\n".join(out).rstrip() + "\n"
+
+
+def render_scale(studies: list, fmt: str) -> str:
+    """``topoplan scale``: per design, one row per GPU count."""
+    if fmt == "json":
+        return json.dumps({"studies": studies}, indent=2) + "\n"
+    markdown = fmt == "markdown"
+    out: list[str] = []
+    out += _heading("topoplan scale", markdown, 1)
+    for study in studies:
+        out += _heading(f"{study['design']} ({study['topology']}, global batch {study['batch']})", markdown)
+        rows = []
+        for p in study["points"]:
+            if p["infeasible"] and p["step_time_s"] is None:
+                rows.append((count(p["gpus"]), "-", "-", "-", "-", "-", "-", "-", "infeasible: " + p["infeasible"]))
+                continue
+            rows.append((count(p["gpus"]), count(p["global_batch"]), f"{p['step_time_s']:,.3f}",
+                         f"{100 * p['mfu']:.1f}%", f"{p['tokens_per_s'] / p['gpus']:,.0f}",
+                         "-" if p["scaling_efficiency"] is None else f"{100 * p['scaling_efficiency']:.1f}%",
+                         f"{100 * p['exposed_communication_share']:.1f}% / {100 * p['bubble_share']:.1f}%",
+                         f"${p['usd_per_mtok']:,.4f}", p["infeasible"] or ""))
+        out += table(["GPUs", "Batch", "Step s", "MFU", "Tokens/s/GPU", "Efficiency", "Comm / bubble", "USD/Mtok",
+                      "Note"], rows, markdown, right=(0, 1, 2, 3, 4, 5, 6, 7))
+        out.append("")
+    out.append("Efficiency: tokens/s per GPU against the smallest size that ran. Comm: exposed communication "
+               "share of the step; bubble: the pipeline's idle share.")
+    return "\n".join(out) + "\n"
