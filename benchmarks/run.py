@@ -431,6 +431,21 @@ def case_scale_8_sizes():
                      "MFU 1k -> 131k": f"{ran[0].mfu:.3f} -> {ran[-1].mfu:.3f}"}
 
 
+def case_optimize_training_216():
+    """Optimizer: 216 (fabric x layout) candidates of designs/spaces/training.yaml (24 fabrics x 9 parallel layouts of a 70B job at 2k and 8k GPUs), each with the training-step model, ranked by cost per million tokens, two worker processes (issue 15: 200 candidates <= 5 min)."""
+    from topoplan.optimize.search import search
+    from topoplan.optimize.space import load_space
+
+    _design, catalog = _load("designs/fat-tree-1k.yaml")
+    space = load_space("designs/spaces/training.yaml", catalog)
+    start = time.perf_counter()
+    result = search(space, workers=2).to_json()
+    elapsed = time.perf_counter() - start
+    best = result["ranking"][0]
+    return elapsed, {"candidates": len(result["candidates"]) + result["infeasible"]["count"],
+                     "feasible": len(result["candidates"]), "best": best}
+
+
 CASES = {
     "generate-bom-131k": (case_generate_bom_131k, 1.0, 1024),
     "generate-bom-fat-tree-131k": (case_generate_bom_fat_tree_131k, 1.0, 1024),
@@ -455,6 +470,7 @@ CASES = {
     "resilience-two-links-131k": (case_resilience_two_links_131k, 120.0, None),
     "training-step-405b-131k": (case_training_step_405b_131k, 5.0, None),
     "scale-8-sizes": (case_scale_8_sizes, 30.0, None),
+    "optimize-training-216": (case_optimize_training_216, 300.0, None),
 }
 
 

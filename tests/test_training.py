@@ -292,3 +292,39 @@ def test_report_has_the_training_section_and_targets_check():
     assert training["fits_in_memory"] and 0 < training["mfu"] < training["hfu"] < 1
     check = _invoke("check", "designs/llama3-405b-131k.yaml")
     assert "min_mfu" in check.output and check.exit_code == 0
+
+
+def test_optimizer_ranks_fabric_and_layout_by_cost_per_token(tmp_path):
+    import json
+
+    from topoplan.optimize.search import search
+    from topoplan.optimize.space import load_space
+
+    space = tmp_path / "space.yaml"
+    space.write_text("""
+name: t
+gpus: [1024]
+servers: [dgx-h100]
+topologies: [fat-tree, rail-only]
+switches: [nvidia-qm9700]
+workload: {}
+training:
+  model: llama3-70b
+  settings: {global_batch: 1024, recompute: selective}
+  layouts: [{tp: 8, pp: 1}, {tp: 8, pp: 4}, {tp: 1, pp: 1}]
+  rank_by: usd_per_mtok
+""")
+    result = search(load_space(str(space), CATALOG)).to_json()
+    assert len(result["candidates"]) + result["infeasible"]["count"] == 6
+    assert result["infeasible"]["reasons"] == {"the model does not fit in GPU memory": 2}   # tp1: 70B on one GPU
+    ranked = [next(c for c in result["candidates"] if c["name"] == n) for n in result["ranking"]]
+    costs = [c["usd_per_mtok"] for c in ranked]
+    assert costs == sorted(costs)
+    assert set(result["best_layouts"]) == {"fat-tree-dgx-h100-nvidia-qm9700-1024-o1-p1",
+                                           "rail-only-dgx-h100-nvidia-qm9700-1024-o1-p1"}
+    for fabric, best in result["best_layouts"].items():
+        mine = [c for c in ranked if c["name"].startswith(fabric + "-")]
+        assert best == min(mine, key=lambda c: c["usd_per_mtok"])["name"]
+    json.dumps(result)
+    text = _invoke("optimize", str(space)).output
+    assert "Ranked by cost per million tokens" in text

@@ -7,6 +7,8 @@ outcome is the same for any number of workers.
 
 from __future__ import annotations
 
+import math
+
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -15,6 +17,7 @@ from ..errors import Refused, TopoplanError
 from ..metrics import objectives
 from ..spec import REACH_CLASSES
 from .sizing import size_cheapest
+from .space import RANK_BY, layout_label
 from .space import Space, candidate_specs
 
 DESIGN_OBJECTIVE, COLLECTIVE_OBJECTIVE = objectives()  # the Pareto front's axes
@@ -69,7 +72,14 @@ def evaluate_candidate(item) -> Outcome:
     per_collective = {c["name"]: COLLECTIVE_OBJECTIVE.get(c) for c in report["collectives"]}
     if any(v is None for v in per_collective.values()):
         return Outcome(name, spec, reason="some collective pairs are unreachable")
+    training = report.get("training")
+    if training is not None and not training["fits_in_memory"]:
+        return Outcome(name, spec, reason="the model does not fit in GPU memory")
+    if training is not None and not math.isfinite(training["step_time_s"]):
+        return Outcome(name, spec, reason="some collective pairs are unreachable")
     weighted = sum(weights.get(n, 1.0) * v for n, v in per_collective.items())
+    if not per_collective and training is not None:   # a training-only space: the time axis is the step
+        weighted = training["step_time_s"]
     fabric = spec["fabric"]
     figures = {"topology": report["design"]["topology"], "gpus": report["design"]["gpus"],
                "server": report["design"]["server"], "switch": switch_label(fabric),
@@ -85,6 +95,13 @@ def evaluate_candidate(item) -> Outcome:
                "busbw_GBps": {c["name"]: c["busbw_GBps"] for c in report["collectives"]}}
     if resilience is not None:
         figures.update(goodput_figures(built[0], report, weighted, resilience))
+    if training is not None:
+        cluster_usd = report["cost"]["total_usd"] + report["cost"]["servers_usd"]
+        figures.update({"layout": layout_label({k: v for k, v in training["parallelism"].items()
+                                                if k != "dp" and (v > 1 or k == "tp")}),
+                        "step_time_s": training["step_time_s"], "mfu": training["mfu"],
+                        "tokens_per_s": training["tokens_per_s"], "usd_per_mtok": training["usd_per_mtok"],
+                        "tokens_per_s_per_musd": round(training["tokens_per_s"] / (cluster_usd / 1e6), 6)})
     return Outcome(name, spec, figures)
 
 
@@ -189,16 +206,36 @@ class SearchResult:
         return {"count": sum(reasons.values()), "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
 
     def ranking(self) -> list[str]:
-        """With the space's ``resilience`` block: feasible candidate names, per GPU count, best
-        goodput-adjusted throughput per dollar first (ties in candidate order); else empty."""
+        """With the space's ``training`` block: feasible candidate names, per GPU count, best by its
+        ``rank_by`` first; with a ``resilience`` block, best goodput-adjusted throughput per dollar first
+        (ties in candidate order); else empty."""
+        if self.space.training is not None:
+            key = self.space.training["rank_by"]
+            sign = 1 if RANK_BY[key] == "lower" else -1
+            return [o.name for o in sorted(self.feasible, key=lambda o: (o.figures["gpus"], sign * o.figures[key]))]
         if self.space.resilience is None:
             return []
         ranked = [o for o in self.feasible if o.figures.get("goodput_per_s_per_musd") is not None]
         return [o.name for o in sorted(ranked, key=lambda o: (o.figures["gpus"], -o.figures["goodput_per_s_per_musd"]))]
 
+    def best_layouts(self) -> dict:
+        """With layouts to search: per fabric (the candidate name without its layout), the best layout's
+        candidate by ``rank_by``."""
+        if self.space.training is None or self.space.training["layouts"] == [None]:
+            return {}
+        best = {}
+        for name in self.ranking():
+            fabric = name.rsplit("-", 1)[0]
+            best.setdefault(fabric, name)
+        return best
+
     def to_json(self) -> dict:
-        return {"space": self.space.name, "candidates": [{"name": o.name, **o.figures} for o in self.feasible],
-                "pareto": self.pareto(), "ranking": self.ranking(), "infeasible": self.infeasible()}
+        out = {"space": self.space.name, "candidates": [{"name": o.name, **o.figures} for o in self.feasible],
+               "pareto": self.pareto(), "ranking": self.ranking(), "infeasible": self.infeasible()}
+        if self.space.training is not None:
+            out["rank_by"] = self.space.training["rank_by"]
+            out["best_layouts"] = self.best_layouts()
+        return out
 
 
 def search(space: Space, catalog_files=(), workers: int = 1, progress=None) -> SearchResult:

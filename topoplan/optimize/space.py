@@ -19,7 +19,11 @@ from ..catalog import Catalog
 from ..errors import SpecError, did_you_mean
 from ..reliability import RATE_SETS
 from ..schema import Bool, Context, Dict, Enum, Int, Key, List, Map, Num, Obj, Str, has_missing
-from ..spec import COLLECTIVE, DEFAULT_CABLING, REACH_CLASSES, TIER_NAMES
+from ..spec import COLLECTIVE, DEFAULT_CABLING, MODEL, REACH_CLASSES, TIER_NAMES, TRAINING
+
+# what a training space may rank by, and which way is better
+RANK_BY = {"step_time_s": "lower", "mfu": "higher", "tokens_per_s_per_musd": "higher", "usd_per_mtok": "lower"}
+MAX_LAYOUTS = 256
 
 SEARCHABLE = ("fat-tree", "rail-optimized", "rail-only", "railx")
 
@@ -43,8 +47,16 @@ SPACE_SCHEMA = Obj({
     }, doc="RailX candidates: chip-node servers and optical circuit switches to try"), False),
     "workload": Key(Obj({
         "parallelism": Key(Map(("tp", "cp", "pp", "ep"), Int(minimum=1)), False),
-        "collectives": Key(List(COLLECTIVE, min_items=1), True),
+        "collectives": Key(List(COLLECTIVE, min_items=1), False),
     }), True),
+    "training": Key(Obj({
+        "model": Key(MODEL, True),
+        "settings": Key(TRAINING, True),
+        "layouts": Key(List(Map(("tp", "cp", "pp", "ep"), Int(minimum=1, maximum=1_000_000)), min_items=1,
+                            doc="parallel layouts to try on every fabric (dp follows the GPU count)"), False),
+        "rank_by": Key(Enum(tuple(RANK_BY), doc="what the ranking sorts by"), False, "usd_per_mtok"),
+    }, doc="train a model on every candidate (the training-step model) and rank by it; with layouts, each "
+           "fabric is tried with each layout and the best layout per fabric reported"), False),
     "constraints": Key(Obj({
         "max_cost_per_gpu_usd": Key(Num(exclusive_minimum=0), False),
         "max_power_per_gpu_w": Key(Num(exclusive_minimum=0), False),
@@ -82,6 +94,7 @@ class Space:
     weights: dict
     file: str
     resilience: dict | None = None  # rates, checkpoint_s, restart_s: rank by goodput-adjusted throughput per dollar
+    training: dict | None = None    # model, settings (raw spec data), layouts, rank_by
 
 
 def load_space(file: str, catalog: Catalog) -> Space:
@@ -104,7 +117,13 @@ def load_space(file: str, catalog: Catalog) -> Space:
             for index, entry in enumerate(entries):
                 if entry not in section:
                     ctx.error(path + (index,), f"unknown {what} '{entry}'", did_you_mean(entry, section))
-        names = [c["name"] for c in data["workload"]["collectives"]]
+        if not data["workload"].get("collectives") and not checked["training"]:
+            ctx.error(("workload",), "a space needs workload.collectives or a training block (or both)",
+                      "add collectives to time, or training: {model: ..., settings: {global_batch: ...}}")
+        layouts = (checked["training"] or {}).get("layouts") or []
+        if len(layouts) > MAX_LAYOUTS:
+            ctx.error(("training", "layouts"), f"{len(layouts)} layouts; at most {MAX_LAYOUTS}", "split the space")
+        names = [c["name"] for c in data["workload"].get("collectives") or []]
         for name in (checked["objective"] or {}).get("weights") or {}:
             if name not in names:
                 ctx.error(("objective", "weights", name), f"no collective named '{name}'",
@@ -118,25 +137,33 @@ def load_space(file: str, catalog: Catalog) -> Space:
                  {k: v for k, v in (checked["cabling"] or {}).items() if v is not None},
                  bool((checked["sizing"] or {}).get("fat_tree")),
                  {s: catalog.servers[s].gpus for s in sorted(servers)},
-                 checked["workload"]["parallelism"] or {}, data["workload"]["collectives"],
+                 checked["workload"]["parallelism"] or {}, data["workload"].get("collectives") or [],
                  {k: v for k, v in (checked["constraints"] or {}).items() if v is not None},
                  (checked["objective"] or {}).get("weights") or {}, str(file),
                  None if checked["resilience"] is None else {
                      "rates": tuple(dict.fromkeys(checked["resilience"]["rates"])),
                      "checkpoint_s": float(checked["resilience"]["checkpoint_s"]),
-                     "restart_s": float(checked["resilience"]["restart_s"])})
+                     "restart_s": float(checked["resilience"]["restart_s"])},
+                 None if checked["training"] is None else {
+                     "model": data["training"]["model"], "settings": data["training"]["settings"],
+                     "layouts": checked["training"]["layouts"] or [None], "rank_by": checked["training"]["rank_by"]})
 
 
-def _parallelism(space: Space, gpus: int) -> dict:
+def _parallelism(space: Space, gpus: int, layout: dict | None = None) -> dict:
+    given = layout if layout is not None else space.parallelism
     others = 1
     for dim in ("tp", "cp", "pp"):  # ep is carved out of dp, not multiplied in
-        others *= space.parallelism.get(dim, 1)
-    parallelism = {k: v for k, v in space.parallelism.items() if k != "ep"}
+        others *= given.get(dim, 1)
+    parallelism = {k: v for k, v in given.items() if k != "ep"}
     if gpus % others == 0:  # otherwise the validator says why the degrees do not fit
         parallelism["dp"] = gpus // others
-    if "ep" in space.parallelism:
-        parallelism["ep"] = space.parallelism["ep"]
+    if "ep" in given:
+        parallelism["ep"] = given["ep"]
     return parallelism
+
+
+def layout_label(layout: dict | None) -> str:
+    return "".join(f"{d}{layout[d]}" for d in ("tp", "cp", "pp", "ep") if layout and d in layout) or "as-given"
 
 
 def _sizing_tiers(space: Space) -> int:
@@ -163,17 +190,29 @@ def candidate_specs(space: Space):
     CP-SAT sizing of a fat-tree candidate needs (``optimize/sizing.py``); the search fills the spec in."""
     axes = space.axes
 
-    def spec(name, gpus, server, fabric, sizing=None):
+    def one(name, gpus, server, fabric, sizing, layout):
         if space.cabling:
             fabric = {**fabric, "cabling": dict(space.cabling)}
+        workload = {"parallelism": _parallelism(space, gpus, layout)}
+        if space.collectives:
+            workload["collectives"] = [dict(c) for c in space.collectives]
+        if space.training is not None:
+            workload["model"] = space.training["model"]
+            workload["training"] = dict(space.training["settings"])
         return name, {
             "name": name,
             "description": f"candidate of design space {space.name}",
             "cluster": {"server": server, "gpus": gpus},
             "fabric": fabric,
-            "workload": {"parallelism": _parallelism(space, gpus), "collectives": [dict(c) for c in space.collectives]},
+            "workload": workload,
             "routing": "ecmp",
         }, sizing
+
+    def spec(name, gpus, server, fabric, sizing=None):
+        if space.training is None or space.training["layouts"] == [None]:
+            return [one(name, gpus, server, fabric, sizing, None)]
+        return [one(f"{name}-{layout_label(layout)}", gpus, server, fabric, sizing, layout)
+                for layout in space.training["layouts"]]
 
     for gpus in axes["gpus"]:
         for server, topology, switch, ratio, planes in itertools.product(
@@ -183,16 +222,16 @@ def candidate_specs(space: Space):
             fabric = {"topology": topology, "switch": switch, "oversubscription": ratio, "planes": planes}
             if space.scalable_unit and topology != "fat-tree":
                 fabric["scalable_unit"] = space.scalable_unit
-            yield spec(name, gpus, server, fabric)
+            yield from spec(name, gpus, server, fabric)
         if space.size_fat_tree and "fat-tree" in axes["topologies"]:
             for server, ratio, planes in itertools.product(axes["servers"], axes["oversubscription"], axes["planes"]):
                 name = f"fat-tree-{server}-sized-{gpus}-o{ratio:g}-p{planes}".replace(".", "_")
                 sizing = {"switches": list(axes["switches"]), "max_ratio": ratio,
                           "max_tiers": _sizing_tiers(space), "cabling": dict(space.cabling)}
-                yield spec(name, gpus, server, {"topology": "fat-tree", "planes": planes}, sizing)
+                yield from spec(name, gpus, server, {"topology": "fat-tree", "planes": planes}, sizing)
         if "railx" in axes["topologies"]:
             for server, ocs in itertools.product(space.railx["servers"], space.railx["ocs"]):
                 # a count that is not whole nodes gets the grid below it; the validator says why it fails
                 columns, rows = squarest_grid(gpus // space.chips_per_server[server])
                 fabric = {"topology": "railx", "railx": {"columns": columns, "rows": rows, "ocs": ocs}}
-                yield spec(f"railx-{server}-{ocs}-{gpus}", gpus, server, fabric)
+                yield from spec(f"railx-{server}-{ocs}-{gpus}", gpus, server, fabric)

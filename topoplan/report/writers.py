@@ -279,7 +279,20 @@ def render_optimize(result: dict, fmt: str) -> str:
     out += _heading("Candidates", markdown)
     out += table(["Design", "GPUs", "Topology", "Switch", "Oversub.", "Tiers", "USD/GPU", "Time ms", "Pareto"], rows,
                  markdown, right=(1, 5, 6, 7))
-    if result.get("ranking"):
+    if result.get("rank_by") and result.get("ranking"):
+        by_name = {c["name"]: c for c in result["candidates"]}
+        names = {"step_time_s": "step time", "mfu": "MFU", "tokens_per_s_per_musd": "tokens/s per million USD",
+                 "usd_per_mtok": "cost per million tokens"}
+        out += [""] + _heading(f"Ranked by {names[result['rank_by']]} (training-step model)", markdown)
+        best = set(result.get("best_layouts", {}).values())
+        rows = [(rank, name, count(by_name[name]["gpus"]), by_name[name]["layout"],
+                 f"{by_name[name]['step_time_s']:,.3f}", f"{100 * by_name[name]['mfu']:.1f}%",
+                 f"{by_name[name]['tokens_per_s_per_musd']:,.1f}", f"${by_name[name]['usd_per_mtok']:,.4f}",
+                 "yes" if name in best else "")
+                for rank, name in enumerate(result["ranking"], 1)]
+        out += table(["Rank", "Design", "GPUs", "Layout", "Step s", "MFU", "Tokens/s per $M", "USD/Mtok",
+                      "Best layout of its fabric"], rows, markdown, right=(0, 2, 4, 5, 6, 7))
+    elif result.get("ranking"):
         by_name = {c["name"]: c for c in result["candidates"]}
         out += [""] + _heading("Ranked by goodput-adjusted throughput per dollar", markdown)
         out += ["Workload runs per second (1 / weighted completion time) times goodput, per million USD of "
