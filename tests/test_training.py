@@ -328,3 +328,22 @@ training:
     json.dumps(result)
     text = _invoke("optimize", str(space)).output
     assert "Ranked by cost per million tokens" in text
+
+
+@pytest.mark.parametrize("args", [
+    ("no-such-spec.yaml", "--gpus", "1024"),
+    ("designs/gpt3-175b-12288.yaml", "--gpus", "-1024"),
+    ("designs/gpt3-175b-12288.yaml", "--gpus", "1.." + "9" * 40),
+    ("designs/gpt3-175b-12288.yaml", "--gpus", "1024", "-o", "designs"),
+    ("designs/gpt3-175b-12288.yaml", "--gpus", "1024", "--batch", "huge"),
+])
+def test_scale_hostile_input_is_exit_2(args):
+    result = _invoke("scale", *args)
+    assert result.exit_code == 2, result.output
+
+
+def test_scale_past_the_largest_cluster_is_an_infeasible_row():
+    result = _invoke("scale", "designs/gpt3-175b-12288.yaml", "--gpus", "3072,8388608")
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.strip().startswith("8,388,608"))
+    assert "infeasible" in row and "4,194,304" in row

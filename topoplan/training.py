@@ -498,8 +498,8 @@ def bubble_slots(schedule: str, pp: int, virtual_stages: int) -> float:
 
 
 def step_time(training: Training, degrees: dict, gpu: Gpu, times: dict, gpus: int) -> Step:
-    """Assemble a step from the collectives' times (``times``: Traffic -> seconds per run, and
-    ``labels``: Traffic -> algorithm/protocol). ``times`` may omit nothing ``step_traffic`` returned."""
+    """Assemble a step from the collectives' times (``times``: Traffic -> seconds per run, for what
+    ``step_traffic`` returned; a class left out counts as free)."""
     arch = training.model
     dp, pp = degrees["dp"], degrees["pp"]
     m = microbatches(training, dp)
