@@ -175,6 +175,12 @@ class Gpu:
     matmul_efficiency: float
     fp8_matmul_efficiency: float
     source: str
+    # the per-operation compute model (topoplan/compute.py); empty: the flat model at matmul_efficiency
+    vector_tflops: float = 0.0
+    matrix_efficiency_curve: tuple = ()   # ((GFLOP at least, share of peak), ...), largest first, down to 0
+    vector_efficiency_curve: tuple = ()
+    memory_efficiency_curve: tuple = ()   # ((MB at least, share of hbm_tbps), ...)
+    curves_source: str = ""
 
     def peak_tflops(self, dtype: str) -> float:
         return self.fp8_tflops if dtype == "fp8" else self.bf16_tflops
@@ -220,6 +226,8 @@ def pcie_gbps(gen: int, lanes: int) -> float:
 _ID = Str(kebab=True, doc="catalog id, kebab-case")
 _TEXT = Str()
 _SOURCE = Str(doc="where each figure comes from; estimates say so")
+_CURVE = List(List(Num(minimum=0, maximum=1e12), min_items=2),
+              doc="[[size at least, share of the peak], ...], largest size first, the last size 0")
 _POS = Num(exclusive_minimum=0)
 _NONNEG = Num(minimum=0)
 _COUNT = Int(minimum=1)
@@ -320,7 +328,13 @@ _SECTIONS = {
         "matmul_efficiency": Key(Num(exclusive_minimum=0, maximum=1, doc="share of the BF16 peak a matmul "
                                      "reaches (measured)"), True),
         "fp8_matmul_efficiency": Key(Num(minimum=0, maximum=1), True),
-        "source": Key(_SOURCE, True)})),
+        "source": Key(_SOURCE, True),
+        "vector_tflops": Key(Num(minimum=0, maximum=1e6, doc="non-tensor (vector) BF16 peak, TFLOP/s: the "
+                                                             "per-operation compute model"), False, 0.0),
+        "matrix_efficiency_curve": Key(_CURVE, False, []),
+        "vector_efficiency_curve": Key(_CURVE, False, []),
+        "memory_efficiency_curve": Key(_CURVE, False, []),
+        "curves_source": Key(_TEXT, False, "")})),
     "models": (ModelArch, Obj(MODEL_FIELDS)),
 }
 SECTIONS = tuple(_SECTIONS)
@@ -371,6 +385,9 @@ def _entry(cls, data: dict):
     values = {k: v for k, v in data.items() if k in names}  # drops the ignored keys (``_UNUSED``)
     if cls is Switch:
         values["breakouts"] = tuple(PortMode(b["ports"], float(b["port_speed_gbps"])) for b in data["breakouts"])
+    if cls is Gpu:
+        for name in ("matrix_efficiency_curve", "vector_efficiency_curve", "memory_efficiency_curve"):
+            values[name] = tuple(tuple(float(x) for x in pair) for pair in data.get(name) or ())  # shape checked later
     if cls is Server:
         values["gpu_nics"] = tuple(data["gpu_nics"])
     for f in dataclasses.fields(cls):
@@ -429,7 +446,33 @@ def _read_file(file: str, catalog: Catalog, problems: list, seen_in_file: dict) 
     problems.extend(ctx.problems)
 
 
+def curve_problem(curve: tuple) -> str | None:
+    """Why an efficiency curve cannot be read (``None`` when it can)."""
+    if any(len(pair) != 2 for pair in curve):
+        return "each point is [size, share]"
+    sizes = [size for size, _ in curve]
+    if any(a <= b for a, b in zip(sizes, sizes[1:])) or sizes[-1] != 0:
+        return "sizes must fall strictly, largest first, down to 0"
+    if any(not 0 < share <= 1 for _, share in curve):
+        return "each share must be in (0, 1]"
+    return None
+
+
 def _cross_check(catalog: Catalog, problems: list) -> None:
+    for gid, gpu in catalog.gpus.items():
+        file, _, line = catalog.origin[("gpus", gid)].rpartition(":")
+        curves = ("matrix_efficiency_curve", "vector_efficiency_curve", "memory_efficiency_curve")
+        for name in curves:
+            curve = getattr(gpu, name)
+            why = curve_problem(curve) if curve else None
+            if why:
+                problems.append(Problem(file, int(line), f"gpus[{gid}].{name}", why,
+                                        "e.g. [[128, 0.95], [16, 0.9], [1, 0.6], [0, 0.1]]"))
+        given = [bool(getattr(gpu, name)) for name in curves] + [bool(gpu.vector_tflops)]
+        if any(given) and not all(given):
+            problems.append(Problem(file, int(line), f"gpus[{gid}]", "the per-operation model needs "
+                                    "vector_tflops and all three efficiency curves",
+                                    "give all four, or none (the flat model)"))
     for sid, server in catalog.servers.items():
         where = catalog.origin[("servers", sid)]
         file, _, line = where.rpartition(":")

@@ -22,6 +22,7 @@ from .reliability import RATE_SETS
 from .topology import SWITCH_TIERS
 from .units import parse_size
 from . import training as _training
+from .compute import has_curves
 
 SPEC_VERSION = 1
 # Large enough for any cluster planned today (4M GPUs), small enough that a typo like 10**9 is refused
@@ -121,6 +122,11 @@ TRAINING = Obj({
     "compute_efficiency": Key(Num(exclusive_minimum=0, maximum=1, doc="share of the dense peak compute runs at; "
                                                                       "default the GPU's measured matmul share"),
                               False),
+    "compute_model": Key(Enum(_training.COMPUTE_MODELS, doc="per-op: each kernel timed from its size on the "
+                              "GPU's efficiency curves; flat: all FLOPs at the measured matmul share; auto: "
+                              "per-op where the GPU has curves"), False, "auto"),
+    "flash_attention": Key(Bool(doc="attention as one fused FlashAttention kernel (false: score matrices in "
+                                    "HBM, as Megatron-LM before 2023)"), False, True),
     "overlap": Key(List(OVERLAP), False),
     "tokens": Key(Num(exclusive_minimum=0, maximum=1e18, doc="tokens to train, for the time to train"), False),
 }, doc="how the model is trained: batch, schedule, memory savings and overlap")
@@ -524,6 +530,9 @@ def _training_of(w: dict, economics: dict | None, workload: Workload, catalog: C
         batch = batch_tokens // arch.seq_len
     if given.get("compute_dtype") == "fp8" and gpu is not None and not gpu.fp8_tflops:
         ctx.error(tpath + ("compute_dtype",), f"{gpu.id} has no FP8 tensor cores", "use compute_dtype: bf16")
+    if given.get("compute_model") == "per-op" and gpu is not None and not has_curves(gpu):
+        ctx.error(tpath + ("compute_model",), f"{gpu.id} has no efficiency curves for the per-operation model",
+                  "use compute_model: flat, or add vector_tflops and the curves to its gpus entry (--catalog)")
     policies = []
     for index, entry in enumerate(given.get("overlap") or []):
         entry = {"policy": entry} if isinstance(entry, str) else entry
@@ -544,7 +553,8 @@ def _training_of(w: dict, economics: dict | None, workload: Workload, catalog: C
         given.get("schedule") or "1f1b", given.get("virtual_stages") or 1,
         given["zero"] if given.get("zero") is not None else 1, given.get("compute_dtype") or "bf16",
         given.get("activation_bytes") or 2, given.get("gradient_bytes") or 4, given.get("parameter_bytes") or 2,
-        given.get("compute_efficiency"), tuple(policies), given.get("tokens"),
+        given.get("compute_efficiency"), given.get("compute_model") or "auto",
+        given.get("flash_attention", True) if given else True, tuple(policies), given.get("tokens"),
         _training.Economics(**{k: float(v) for k, v in econ.items() if v is not None}))
     if problems or ctx.problems:
         return None

@@ -20,8 +20,10 @@ import math
 from dataclasses import dataclass, field, replace
 
 from .catalog import Catalog, Gpu, ModelArch
+from .compute import has_curves, layer_ops, layer_time, logits_seconds
 
 RECOMPUTE = ("none", "selective", "full")
+COMPUTE_MODELS = ("auto", "per-op", "flat")
 SCHEDULES = ("1f1b", "interleaved", "dualpipe")
 DTYPES = ("bf16", "fp8")
 COMM_CLASSES = ("tp", "cp", "ep", "pp", "dp")
@@ -166,6 +168,8 @@ class Training:
     gradient_bytes: int = 4              # Megatron keeps and reduces fp32 main gradients
     parameter_bytes: int = 2
     compute_efficiency: float | None = None   # None: the GPU's measured matmul share
+    compute_model: str = "auto"          # per-op, flat, or auto: per-op where the GPU has the curves
+    flash_attention: bool = True
     overlap: tuple = ()                  # Policy, in the spec's order
     tokens: float | None = None          # to train, for the time to train
     economics: Economics = Economics()
@@ -321,7 +325,12 @@ def step_traffic(training: Training, degrees: dict) -> list[Traffic]:
         size = b * s * h * act
         runs = 4 + (2 if training.recompute == "full" else 0)   # two per layer each way, recompute repeats forward
         if training.sequence_parallel:
-            out += [Traffic("tp", "allgather", "tp", size, runs * layers, "microbatch"),
+            # Megatron saves only the sequence-sharded input of the two column-parallel GEMMs and gathers it
+            # again in the backward pass for their weight gradients (megatron/core/tensor_parallel/layers.py,
+            # on a side stream beside the input-gradient GEMM: exposed here unless a policy hides TP, as
+            # Calculon's seq_par_ag_redo counts it); a recomputed forward has just gathered it
+            regather = 0 if training.recompute == "full" else 2
+            out += [Traffic("tp", "allgather", "tp", size, (runs + regather) * layers, "microbatch"),
                     Traffic("tp", "reducescatter", "tp", size, runs * layers, "microbatch")]
         else:
             out.append(Traffic("tp", "allreduce", "tp", size, runs * layers, "microbatch"))
@@ -476,6 +485,7 @@ class Step:
     memory: Memory
     microbatches: int
     collectives: list = field(default_factory=list)   # (Traffic, time of one run, algorithm/protocol)
+    compute_model: str = "flat"   # how compute_s was timed: per-op or flat
 
     @property
     def tokens_per_s(self) -> float:
@@ -497,6 +507,32 @@ def bubble_slots(schedule: str, pp: int, virtual_stages: int) -> float:
     return (pp - 1) / virtual_stages
 
 
+def compute_model_of(training: Training, gpu: Gpu) -> str:
+    """The compute model a step is timed with: a spec's ``compute_efficiency`` means the flat model."""
+    if training.compute_model == "flat" or training.compute_efficiency is not None:
+        return "flat"
+    if training.compute_model == "per-op" or has_curves(gpu):
+        return "per-op"
+    return "flat"
+
+
+def per_op_compute_mb(training: Training, degrees: dict, gpu: Gpu) -> float:
+    """Seconds of compute per micro-batch on the fullest stage, kernel by kernel (``topoplan.compute``):
+    its layers, MoE and dense in the model's proportion, plus the output projection of the last stage."""
+    arch = training.model
+    layers = stage_layers(training, degrees["pp"])
+    moe_share = counts(arch).moe_layers / arch.layers
+
+    def one(moe: bool) -> float:
+        ops = layer_ops(arch, degrees, training.micro_batch, training.sequence_parallel, training.flash_attention,
+                        moe, training.activation_bytes)
+        return layer_time(ops, gpu, training.compute_dtype, training.recompute).total_s
+
+    per_layer = (1 - moe_share) * one(False) + (moe_share * one(True) if moe_share else 0.0)
+    return layers * per_layer + logits_seconds(arch, degrees, training.micro_batch, gpu, training.compute_dtype,
+                                               training.activation_bytes)
+
+
 def step_time(training: Training, degrees: dict, gpu: Gpu, times: dict, gpus: int) -> Step:
     """Assemble a step from the collectives' times (``times``: Traffic -> seconds per run, for what
     ``step_traffic`` returned; a class left out counts as free)."""
@@ -515,7 +551,11 @@ def step_time(training: Training, degrees: dict, gpu: Gpu, times: dict, gpus: in
     bf16_rate = gpu.bf16_tflops * 1e12 * (training.compute_efficiency or gpu.efficiency("bf16"))
     balanced = ((hardware - attention) / peak + attention / bf16_rate) / gpus
     imbalance = stage_layers(training, pp) / (arch.layers / pp)   # the fullest stage sets the pace
-    compute_mb = balanced * imbalance / m
+    compute_model = compute_model_of(training, gpu)
+    if compute_model == "per-op":
+        compute_mb = per_op_compute_mb(training, degrees, gpu)
+    else:
+        compute_mb = balanced * imbalance / m
     comm_mb = {cls: 0.0 for cls in ("tp", "cp", "ep")}
     pp_s = dp_reduce = dp_gather = 0.0
     for traffic, seconds in times.items():
@@ -549,7 +589,7 @@ def step_time(training: Training, degrees: dict, gpu: Gpu, times: dict, gpus: in
     bf16_peak = gpus * gpu.bf16_tflops * 1e12
     return Step(step, compute, bubble, exposed_s, unoverlapped, optimizer, exposed["compression_s"], model_flops,
                 hardware, tokens, model_flops / step / bf16_peak, hardware / step / bf16_peak, gpus,
-                memory(training, degrees, gpu), m)
+                memory(training, degrees, gpu), m, compute_model=compute_model)
 
 
 # --- timing on the fabric -------------------------------------------------------------------------------

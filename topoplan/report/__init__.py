@@ -157,7 +157,7 @@ def _training(evaluation) -> dict:
         "global_batch": t.global_batch, "micro_batch": t.micro_batch, "microbatches": step.microbatches,
         "schedule": t.schedule, "virtual_stages": t.virtual_stages, "recompute": t.recompute, "zero": t.zero,
         "overlap": [p.name for p in t.overlap],
-        "step_time_s": _num(step.step_s),
+        "step_time_s": _num(step.step_s), "compute_model": step.compute_model,
         "compute_s": _num(step.compute_s), "bubble_s": _num(step.bubble_s), "optimizer_s": _num(step.optimizer_s),
         "exposed_s": {k: _num(v) for k, v in step.exposed_s.items()},
         "unoverlapped_s": {k: _num(v) for k, v in step.unoverlapped_s.items()},

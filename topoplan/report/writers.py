@@ -166,7 +166,8 @@ def _training_text(t: dict, markdown: bool) -> list[str]:
             f"of {t['micro_batch']}; {t['schedule']} schedule"
             + (f" with {t['virtual_stages']} chunks" if t["virtual_stages"] > 1 else "")
             + f"; recompute {t['recompute']}; ZeRO-{t['zero']}; overlap: {', '.join(t['overlap']) or 'none'}.", ""]
-    parts = [("compute", t["compute_s"]), ("pipeline bubble", t["bubble_s"])]
+    compute = "compute (per kernel)" if t["compute_model"] == "per-op" else "compute (flat matmul rate)"
+    parts = [(compute, t["compute_s"]), ("pipeline bubble", t["bubble_s"])]
     parts += [(f"exposed {k.upper()}", v) for k, v in t["exposed_s"].items() if v or t["unoverlapped_s"][k]]
     parts += [("optimizer", t["optimizer_s"])] + ([("compression encode/decode", t["policy_compute_s"])]
                                                    if t["policy_compute_s"] else [])
