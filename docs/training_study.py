@@ -18,8 +18,8 @@ from topoplan import yamlio  # noqa: E402
 from topoplan.catalog import load_catalog  # noqa: E402
 from topoplan.pipeline import evaluate  # noqa: E402
 from topoplan.report import plots  # noqa: E402
-from topoplan.scaling import scale_data, study_dict  # noqa: E402
-from topoplan.spec import load_design  # noqa: E402
+from topoplan.scaling import capital_usd, largest_within_budget, scale_data, study_dict  # noqa: E402
+from topoplan.spec import design_from_data, load_design  # noqa: E402
 
 # published figure, what it measures, the design that sets the run up (training_and_resilience.md A7)
 PUBLISHED = [
@@ -30,6 +30,93 @@ PUBLISHED = [
 SIZES = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 FAMILIES = [("fat-tree", "fat-tree", {}), ("fat-tree-2to1", "fat-tree", {"oversubscription": 2}),
             ("rail-optimized", "rail-optimized", {}), ("rail-only", "rail-only", {})]
+
+
+# equal-budget study: B200-class chips on every fabric; RailX nodes are the same chip directly wired
+BUDGET_FABRICS = [
+    ("fat-tree", "dgx-b200", {"topology": "fat-tree", "switch": "nvidia-sn5600"}),
+    ("rail-optimized", "dgx-b200", {"topology": "rail-optimized", "switch": "nvidia-sn5600"}),
+    ("rail-only", "dgx-b200", {"topology": "rail-only", "switch": "nvidia-sn5600"}),
+    ("railx", "railx-node-8", {"topology": "railx", "railx": {"ocs": "polatis-7000-384"}}),
+]
+MODEL_PARALLEL = 128            # tp8 x pp16 of the 405B job: every size is a whole number of pipelines
+RAILX_MAX_SIDE = 145            # 72 rails per side (8 chips x 36 ports / 4) keep a row of up to 145 a full mesh
+
+
+def _sizes_for(topology: str, top: int) -> list[int]:
+    """GPU counts a fabric can be bought in: whole pipelines; for RailX, whole grids no more than 2:1."""
+    if topology != "railx":
+        return list(range(MODEL_PARALLEL, top + 1, MODEL_PARALLEL))
+    sizes = {8 * rows * columns for rows in range(1, RAILX_MAX_SIDE + 1)
+             for columns in range(rows, min(2 * rows, RAILX_MAX_SIDE) + 1)
+             if (8 * rows * columns) % MODEL_PARALLEL == 0 and 8 * rows * columns <= top}
+    return sorted(sizes)
+
+
+def _railx_grid(data: dict, gpus: int) -> dict:
+    """The spec with the squarest RailX grid that is no more than 2:1 (``_sizes_for`` guarantees one)."""
+    out = copy.deepcopy(data)
+    if out["fabric"]["topology"] == "railx":
+        nodes = gpus // 8
+        rows = max(r for r in range(1, RAILX_MAX_SIDE + 1) if nodes % r == 0 and r <= nodes // r <= 2 * r)
+        out["fabric"]["railx"] = {**out["fabric"]["railx"], "columns": nodes // rows, "rows": rows}
+    return out
+
+
+def equal_budget(catalog) -> list[dict]:
+    """For each budget (the fat-tree's capital cost at each study size), the GPUs every fabric buys with it
+    and the 405B step there, the global batch kept at the multiple of dp nearest 16,384 sequences."""
+    base, _lines = yamlio.read(ROOT / "designs" / "llama3-405b-131k.yaml")
+    base.pop("targets", None)
+    reference = None
+    studies = []
+    for label, server, fabric in BUDGET_FABRICS:
+        data = copy.deepcopy(base)
+        data["name"] = f"llama3-405b-{label}"
+        data["cluster"] = {"server": server, "gpus": SIZES[0]}
+        data["fabric"] = copy.deepcopy(fabric)
+        if reference is None:
+            reference = [capital_usd(data, catalog, n) for n in SIZES]
+        sizes = _sizes_for(fabric["topology"], 2 * SIZES[-1])
+        points = []
+        for budget in reference:
+            bought = largest_within_budget(data, catalog, budget, sizes, resize=_railx_grid)
+            if bought is None:
+                points.append({"budget_usd": budget, "gpus": None})
+                continue
+            gpus, capital = bought
+            sized = _railx_grid(data, gpus)
+            sized["cluster"] = {"server": server, "gpus": gpus}
+            dp = gpus // MODEL_PARALLEL
+            training = sized["workload"]["training"]
+            training["global_batch"] = max(1, round(training["global_batch"] / dp)) * dp
+            sized["workload"]["parallelism"] = {"tp": 8, "pp": 16, "dp": dp}
+            evaluation = evaluate(design_from_data(sized, catalog), catalog)
+            step = evaluation.training
+            points.append({"budget_usd": budget, "capital_usd": capital, "gpus": gpus,
+                           "global_batch": training["global_batch"], "mfu": step.mfu,
+                           "tokens_per_s": step.tokens_per_s,
+                           "network_usd_per_gpu": evaluation.bom.total_usd / gpus,
+                           "usd_per_mtok": evaluation.price.usd_per_hour / 3600 / step.tokens_per_s * 1e6})
+        first = next(p for p in points if p["gpus"])
+        for p in points:
+            if p["gpus"]:
+                p["scaling_efficiency"] = (p["tokens_per_s"] / p["gpus"]) / (first["tokens_per_s"] / first["gpus"])
+        studies.append({"design": data["name"], "topology": fabric["topology"], "points": points})
+    return studies
+
+
+def _budget_table(studies) -> list[str]:
+    head = "| budget (servers + network) | " + " | ".join(s["topology"] for s in studies) + " |"
+    out = [head, "|---:|" + "---:|" * len(studies)]
+    for i, budget in enumerate(p["budget_usd"] for p in studies[0]["points"]):
+        cells = []
+        for study in studies:
+            p = study["points"][i]
+            cells.append("cannot buy one pipeline" if not p["gpus"] else
+                         f"{p['gpus']:,} GPUs, MFU {100 * p['mfu']:.1f}%, {p['tokens_per_s'] / 1e6:.2f} Mtok/s")
+        out.append(f"| ${budget / 1e6:,.0f}M | " + " | ".join(cells) + " |")
+    return out
 
 
 def validation(catalog) -> list[str]:
@@ -92,18 +179,21 @@ def _example(catalog) -> list[str]:
 def render(catalog):
     """(the text of docs/training.md, the scaling figure)."""
     studies = scaling(catalog)
+    budget = equal_budget(catalog)
     text = (ROOT / "docs" / "training_template.md").read_text()
     text = text.replace("{{VALIDATION}}", "\n".join(validation(catalog)))
     text = text.replace("{{EXAMPLE}}", "\n".join(_example(catalog)))
     text = text.replace("{{SCALING}}", "\n".join(_scaling_tables(studies)).strip())
-    return text, plots.scale_figure(studies)
+    text = text.replace("{{BUDGET}}", "\n".join(_budget_table(budget)))
+    return text, plots.scale_figure(studies), plots.budget_figure(budget)
 
 
 def main() -> None:
-    text, fig = render(load_catalog())
-    (ROOT / "docs" / "training_scaling.png").write_bytes(plots.to_bytes(fig, "png"))
+    text, scaling_fig, budget_fig = render(load_catalog())
+    (ROOT / "docs" / "training_scaling.png").write_bytes(plots.to_bytes(scaling_fig, "png"))
+    (ROOT / "docs" / "training_budget.png").write_bytes(plots.to_bytes(budget_fig, "png"))
     (ROOT / "docs" / "training.md").write_text(text)
-    print("wrote docs/training.md and docs/training_scaling.png", file=sys.stderr)
+    print("wrote docs/training.md, docs/training_scaling.png and docs/training_budget.png", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -302,6 +302,35 @@ def test_railx_bisection_is_the_exact_minimum_on_small_grids(make_design, catalo
     assert found.method.startswith("upper bound")
 
 
+@pytest.mark.parametrize("tp", [3, 4, 7, 8])
+def test_ring_inside_a_meshed_node_uses_the_hamiltonian_cycles_both_ways(make_design, catalog, tp):
+    """A ring collective among chips of one RailX node runs as the edge-disjoint Hamiltonian cycles of K_tp in
+    both directions (tp - 1 rings for odd tp, tp - 2 for even): every ring a Hamiltonian cycle of the group
+    (networkx), no directed link carried by two rings, and each link's bytes the ring share over the rings."""
+    from topoplan.flow import route
+    from topoplan.flow.algorithms import RING_SHARE, ring_plan
+
+    _, topology = _railx(make_design, catalog, 3, 3)
+    members = np.arange(tp)[None, :]
+    (phase,) = ring_plan(topology, members, "allgather", 1.0)
+    rings = tp - 1 if tp % 2 else tp - 2
+    assert phase.label == f"ring on {rings} channels"
+    load = route(topology, phase.demand).load
+    used = load > 0
+    assert used.sum() == rings * tp                       # disjoint: tp arcs per ring, none shared
+    assert np.allclose(load[used], RING_SHARE["allgather"](tp) / rings)
+    assert set(topology.src[used]) <= set(members[0]) and set(topology.dst[used]) <= set(members[0])
+    graph = nx.DiGraph(list(zip(topology.src[used].tolist(), topology.dst[used].tolist())))
+    assert all(graph.out_degree(v) == rings and graph.in_degree(v) == rings for v in members[0])
+
+
+def test_railx_grid_defaults_to_the_squarest(make_design, catalog):
+    design = make_design(cluster={"server": "railx-node-8", "gpus": 8 * 96},
+                         fabric={"topology": "railx", "switch": None, "railx": {"ocs": "calient-s320"}})
+    grid = generate(design, catalog).layout.grid
+    assert (grid.columns, grid.rows) == (12, 8)
+
+
 def test_railx_100k_design(in_root, catalog):
     design = load_design("designs/railx-100k.yaml", catalog)
     topology = generate(design, catalog)

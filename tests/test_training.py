@@ -240,8 +240,22 @@ def _study_module():
 
 def test_training_doc_is_current():
     study, docs = _study_module()
-    text, _figure = study.render(CATALOG)
+    text, _scaling, _budget = study.render(CATALOG)
     assert (docs / "training.md").read_text() == text, "regenerate with: python docs/training_study.py"
+
+
+def test_largest_within_budget_is_the_largest_size_that_fits():
+    """Against a linear scan over the same sizes: the size returned fits the budget, the next one does not."""
+    from topoplan.scaling import capital_usd, largest_within_budget
+
+    data = {"name": "budget", "cluster": {"server": "dgx-b200", "gpus": 1024},
+            "fabric": {"topology": "fat-tree", "switch": "nvidia-sn5600"}}
+    sizes = list(range(128, 4097, 128))
+    costs = [capital_usd(data, CATALOG, n) for n in sizes]
+    assert costs == sorted(costs)
+    for budget in (costs[0] - 1, costs[5] + 1, (costs[9] + costs[10]) / 2, costs[-1] * 2):
+        fitting = [(n, c) for n, c in zip(sizes, costs) if c <= budget]
+        assert largest_within_budget(data, CATALOG, budget, sizes) == (fitting[-1] if fitting else None)
 
 
 def _invoke(*args):

@@ -126,6 +126,40 @@ def _fill(point: ScalePoint, evaluation) -> None:
         point.infeasible = f"does not fit in memory: {step.memory.describe()}"
 
 
+def capital_usd(data: dict, catalog: Catalog, gpus: int) -> float:
+    """Servers plus network (catalog prices) of the spec's fabric built at ``gpus`` GPUs, no flows solved."""
+    from .pipeline import build
+
+    server = catalog.servers[data["cluster"]["server"]]
+    sized, why = _sized(data, gpus, server.gpus, gpus, "fixed")
+    if sized is None:
+        raise ValueError(why)
+    sized.pop("workload", None)     # what the cluster costs does not depend on the job
+    design = design_from_data(sized, catalog)
+    _topology, bom = build(design, catalog)
+    return server.price_usd * design.cluster.servers + bom.total_usd
+
+
+def largest_within_budget(data: dict, catalog: Catalog, budget_usd: float, sizes: list[int],
+                          resize=None) -> tuple[int, float] | None:
+    """The largest of ``sizes`` (ascending) whose cluster costs at most ``budget_usd``, and its cost; None
+    when even the smallest costs more. Bisects, so it assumes the cost grows with the GPU count (it does,
+    stepwise, for every generator here); the size returned always fits the budget. ``resize(data, gpus)``
+    rewrites family-specific size fields (e.g. a RailX grid) first."""
+    def cost(n):
+        return capital_usd(resize(data, n) if resize else data, catalog, n)
+
+    low, high, best = 0, len(sizes) - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        usd = cost(sizes[middle])
+        if usd <= budget_usd:
+            best, low = (sizes[middle], usd), middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
 def parse_gpu_list(text: str) -> list[int]:
     """``1024,2048,4096`` or a doubling range ``1024..131072``."""
     text = text.replace("_", "").replace(" ", "")

@@ -169,8 +169,9 @@ DESIGN_SCHEMA = Obj({
                "the spines' down ports allow"), False),
         "cabling": Key(Map(TIER_NAMES + ("ocs",), Enum(REACH_CLASSES)), False),
         "railx": Key(Obj({
-            "columns": Key(Int(minimum=1, maximum=4096, doc="nodes per row"), True),
-            "rows": Key(Int(minimum=1, maximum=4096, doc="nodes per column"), True),
+            "columns": Key(Int(minimum=1, maximum=4096, doc="nodes per row; with rows, default the most "
+                                                           "nearly square grid of the cluster's nodes"), False),
+            "rows": Key(Int(minimum=1, maximum=4096, doc="nodes per column"), False),
             "ring_assignment": Key(Enum(("walecki", "naive")), False, "walecki"),
             "row_rails": Key(Int(minimum=0), False),
             "column_rails": Key(Int(minimum=0), False),
@@ -377,8 +378,9 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
                     switch_ids[tier] = last
         railx = fabric["railx"]
         if fabric["topology"] == "railx" and railx is None:
-            ctx.error(("fabric",), "a railx fabric needs a 'railx' block (columns, rows, ocs)",
-                      "add railx: {columns: 16, rows: 16, ocs: calient-s320}")
+            ctx.error(("fabric",), "a railx fabric needs a 'railx' block (the ocs; columns and rows if not the "
+                      "squarest grid)", "add railx: {ocs: calient-s320} or railx: {columns: 16, rows: 16, "
+                      "ocs: calient-s320}")
         elif fabric["topology"] != "railx" and railx is not None:
             ctx.error(("fabric", "railx"), f"the railx block applies to topology: railx, not {fabric['topology']}",
                       "remove it or set topology: railx")

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from ..hamilton import ring_decomposition
 from ..topology import KIND, Topology
 from .nccl import ring_steps
 from .placement import group_gpus
@@ -107,6 +108,23 @@ def channel_rings(members: np.ndarray, g: int) -> list[np.ndarray]:
     return [np.roll(blocks, -k, axis=2).reshape(groups, p) for k in range(g)]
 
 
+def mesh_rings(members: np.ndarray) -> list[np.ndarray]:
+    """Ring channels inside one directly meshed node (RailX chips, no switch): the edge-disjoint
+    Hamiltonian cycles of K_p (Walecki), each run in both directions, so a ring of p ranks drives 2 of its
+    p-1 links per cycle instead of one link per rank. p - 1 directed rings for odd p, p - 2 for even p
+    (the decomposition's perfect matching is no ring and stays idle): NCCL's search builds one ring per
+    channel over distinct links the same way on a mesh. Fewer than 3 ranks: the one ring."""
+    p = members.shape[1]
+    cycles = ring_decomposition(p) if p >= 3 else []
+    cycles = cycles[:-1] if p % 2 == 0 else cycles   # even p: the last entry is the matching
+    if not cycles:
+        return [members]
+    rings = []
+    for cycle in cycles:
+        rings += [members[:, cycle], members[:, cycle[::-1]]]
+    return rings
+
+
 # bytes each ring link carries, per byte of the collective's size S (nccl-tests conventions)
 RING_SHARE = {"allreduce": lambda p: 2 * (p - 1) / p, "allgather": lambda p: (p - 1) / p,
               "reducescatter": lambda p: (p - 1) / p}
@@ -116,7 +134,10 @@ def ring_plan(topology, members, op: str, S: float, label: str = "ring") -> list
     """A ring collective split over channels (``channel_rings``), each carrying an equal share."""
     members, g, m = by_server(topology, members)
     p = members.shape[1]
-    rings = channel_rings(members, g if m > 1 else 1)
+    if m == 1 and topology.layout.family == "railx":
+        rings = mesh_rings(members)
+    else:
+        rings = channel_rings(members, g if m > 1 else 1)
     demand = merge(ring_demand(ring, RING_SHARE[op](p) * S / len(rings)) for ring in rings).aggregated()
     steps, inter = ring_steps(op, p, m)
     what = f"{label} on {len(rings)} channels" if len(rings) > 1 else label

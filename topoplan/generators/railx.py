@@ -37,47 +37,11 @@ import networkx as nx
 import numpy as np
 
 from ..catalog import Catalog
+from ..hamilton import ring_decomposition
 from ..layout import ALL_RELAY_KINDS, GridLayout, Layout
 from ..spec import Design
 from ..topology import Topology, TopologyBuilder
 from .hosts import cable_latency_ns, check_fits_in_memory
-
-
-def walecki_odd(n: int) -> list[list[int]]:
-    """(n-1)/2 edge-disjoint Hamiltonian cycles of K_n, n odd; node n-1 is the hub (Walecki)."""
-    m, k = (n - 1) // 2, n - 1
-    cycles = []
-    for c in range(m):
-        order = [c % k]
-        for j in range(1, m + 1):
-            order.append((c + j) % k)
-            if j < m:
-                order.append((c - j) % k)
-        cycles.append([n - 1] + order)
-    return cycles
-
-
-def ring_decomposition(n: int) -> list[list[int]]:
-    """The rings of a row of n nodes: node sequences whose consecutive pairs (closing the ring) are the
-    links. Together they are K_n exactly. For even n the last entry is the perfect matching, as a flat
-    list of pairs [a0, b0, a1, b1, ...] marked by ``is_matching``."""
-    if n <= 1:
-        return []
-    if n == 2:
-        return [[0, 1]]  # a matching of one pair
-    if n % 2:
-        return walecki_odd(n)
-    new = n - 1
-    cycles, matching, covered = [], [], set()
-    for cycle in walecki_odd(n - 1):
-        i = len(cycle) // 2
-        x, y = cycle[i], cycle[(i + 1) % len(cycle)]
-        cycles.append(cycle[:i + 1] + [new] + cycle[i + 1:])
-        matching += [x, y]
-        covered |= {x, y}
-    (left,) = set(range(n - 1)) - covered
-    matching += [new, left]
-    return cycles + [matching]
 
 
 def is_matching(n: int, index: int) -> bool:
@@ -131,11 +95,25 @@ def line_diameter(n: int, links) -> int | None:
     return nx.diameter(graph) if nx.is_connected(graph) else None
 
 
+def grid_of(nodes: int, columns: int | None, rows: int | None) -> tuple[int, int]:
+    """The grid's (columns, rows): as given; the other side from ``nodes`` when one is given; else the most
+    nearly square factorization, columns >= rows (a prime node count gives a single row)."""
+    if columns is not None and rows is not None:
+        return columns, rows
+    if columns is not None:
+        return columns, max(1, nodes // columns)
+    if rows is not None:
+        return max(1, nodes // rows), rows
+    rows = max(r for r in range(1, math.isqrt(max(nodes, 1)) + 1) if nodes % r == 0)
+    return max(1, nodes // rows), rows
+
+
 def generate(design: Design, catalog: Catalog) -> Topology:
     params = design.fabric.railx
     server = catalog.servers[design.cluster.server]
     chip_io = catalog.nics[server.nic]
-    c, columns, rows = server.gpus, params["columns"], params["rows"]
+    c = server.gpus
+    columns, rows = grid_of(design.gpus // c, params["columns"], params["rows"])
     nodes = columns * rows
     if nodes * c != design.gpus:
         raise design.infeasible("fabric.railx", f"a {columns} x {rows} grid of {c}-chip nodes holds "

@@ -201,6 +201,35 @@ def resilience_figure(result: dict):
     return fig
 
 
+def budget_figure(studies: list):
+    """At equal capital budgets, per fabric: tokens/s against the budget (left), and MFU (middle) and
+    scaling efficiency (right) against the GPUs the budget bought. Points a budget cannot buy are left out."""
+    fig, (money, mfu, efficiency) = plt.subplots(1, 3, figsize=(15, 4.2))
+    for study in studies:
+        points = [p for p in study["points"] if p["gpus"]]
+        if not points:
+            continue
+        gpus = [p["gpus"] for p in points]
+        money.plot([p["budget_usd"] / 1e9 for p in points], [p["tokens_per_s"] / 1e6 for p in points],
+                   marker="o", label=study["topology"])
+        mfu.plot(gpus, [100 * p["mfu"] for p in points], marker="o", label=study["topology"])
+        efficiency.plot(gpus, [100 * p["scaling_efficiency"] for p in points], marker="o", label=study["topology"])
+    money.set_xscale("log")
+    money.set_yscale("log")
+    money.set_xlabel("budget: servers + network (US$ billions)")
+    money.set_ylabel("tokens/s (millions)")
+    for axis, name in ((mfu, "MFU (% of BF16 peak)"), (efficiency, "scaling efficiency (%)")):
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("GPUs the budget buys")
+        axis.set_ylabel(name)
+    for axis in (money, mfu, efficiency):
+        axis.grid(True, alpha=0.3)
+    money.legend(fontsize="small")
+    fig.suptitle("The same money on each fabric")
+    fig.tight_layout()
+    return fig
+
+
 def scale_figure(studies: list):
     """MFU (left) and scaling efficiency (right) against GPU count, one line per design; sizes that could
     not run are left out of the lines."""
