@@ -590,9 +590,12 @@ def resilience(spec, fmt, output, plot_file, workers, catalog_files):
               help="Also write a chart of MFU and scaling efficiency against GPUs, one line per design.")
 @format_option
 @output_option
+@executor_options
+@cache_options
 @catalog_option
 @handle_errors
-def scale(specs, gpu_text, batch_mode, plot_file, fmt, output, catalog_files):
+def scale(specs, gpu_text, batch_mode, plot_file, fmt, output, executor_name, scheduler, workers, cache_dir,
+          no_cache, cache_size, catalog_files):
     """Step time, MFU and scaling efficiency of each SPEC's training job as the cluster grows.
 
     \b
@@ -605,9 +608,13 @@ def scale(specs, gpu_text, batch_mode, plot_file, fmt, output, catalog_files):
       topoplan scale designs/llama3-405b-fat-tree.yaml --gpus 8192..131072
       topoplan scale designs/llama3-405b-fat-tree.yaml designs/llama3-405b-rail-only.yaml --gpus 8192..131072 --plot scale.png
       topoplan scale designs/gpt3-175b-12288.yaml --gpus 1536,3072,6144,12288 --batch per-gpu --format markdown
+      topoplan scale designs/llama3-405b-fat-tree.yaml --gpus 8192..131072 --executor dask
+    Every (spec, size) point is one task (--executor, --workers, --scheduler as for optimize) and
+    is cached by content (--cache DIR, --no-cache).
     """
+    from .executors import RunStats
     from .report.writers import render_scale
-    from .scaling import parse_gpu_list, scale_design, study_dict
+    from .scaling import SweepFailed, parse_gpu_list, scale_designs, study_dict
 
     try:
         sizes = parse_gpu_list(gpu_text)
@@ -623,12 +630,23 @@ def scale(specs, gpu_text, batch_mode, plot_file, fmt, output, catalog_files):
         if time.monotonic() - started > 5 and done[0] < total:
             click.echo(f"topoplan scale: {done[0]}/{total} sizes done ({point.gpus:,} GPUs)", err=True)
 
-    studies = [study_dict(scale_design(spec, catalog, sizes, batch_mode, progress)) for spec in specs]
+    executor = make_sweep_executor("scale", executor_name, scheduler, workers, total, "size")
+    cache = open_cache("scale", cache_dir, no_cache, cache_size)
+    stats = RunStats()
+    failures = []
+    try:
+        studies = scale_designs(specs, catalog, sizes, batch_mode, progress, executor, cache, stats)
+    except SweepFailed as err:
+        studies, failures = err.studies, [(label, e) for _, label, e in err.failures]
+    if stats.cached or stats.failed or (cache is not None and (cache.corrupt or cache.write_error)):
+        report_sweep("scale", stats, cache, "points")
+    studies = [study_dict(study) for study in studies]
     write_output(render_scale(studies, fmt), output)
     if plot_file:
         from .report import plots
 
         click.echo(f"wrote {write_figure(plots.scale_figure(studies), plot_file)}", err=True)
+    report_failures("scale", failures)
 
 
 def _evaluate_source(source: str, catalog, command: str = "compare"):
