@@ -171,7 +171,11 @@ def check_scheduler_address(address: str) -> None:
     distributed = _import_distributed()
     where = "--scheduler"
     try:
+        from distributed.comm.registry import backends
+
         scheme, location = distributed.comm.parse_address(address)
+        if scheme not in backends:
+            raise ValueError(f"unknown scheme '{scheme}' (Dask knows {', '.join(sorted(backends))})")
         if scheme not in ("tcp", "tls"):
             return  # inproc, ucx, ws: let Dask judge
         host, port = distributed.comm.parse_host_port(location)
