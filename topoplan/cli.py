@@ -138,9 +138,12 @@ def report_failures(command: str, failures) -> None:
     """Tasks that raised (bugs): each with its candidate and the worker's traceback; then exit 70."""
     if not failures:
         return
+    shown = set()
     for label, err in failures:
         click.echo(f"topoplan {command}: internal error in {label}: {err}", err=True)
-        click.echo(err.traceback.rstrip(), err=True)
+        if (err.kind, err.message) not in shown:   # the same error again: its traceback once
+            shown.add((err.kind, err.message))
+            click.echo(err.traceback.rstrip(), err=True)
     click.echo(f"topoplan {command}: {len(failures)} task(s) failed (a bug; please report it with the input); "
                "the rest ran and were written", err=True)
     sys.exit(EXIT_INTERNAL)

@@ -191,6 +191,21 @@ def check_scheduler_address(address: str) -> None:
                        "--scheduler and DASK_SCHEDULER_ADDRESS to run on a LocalCluster") from None
 
 
+def _quiet_on_interrupt(start):
+    """``start()`` with SIGINT ignored, so that the worker processes it spawns inherit that: Ctrl-C is the
+    parent's to handle (it cancels the futures and closes the cluster), and workers print no tracebacks."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return start()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class DaskExecutor:
     """A ``distributed.Client``: on the scheduler at ``address``, else on a ``LocalCluster`` of
     ``workers`` single-threaded workers (processes, or threads of this process with ``processes=False``).
@@ -222,12 +237,35 @@ class DaskExecutor:
             except (OSError, ValueError) as err:
                 raise _problem("--scheduler", f"cannot connect to the Dask scheduler at {self.address}: {err}",
                                "check the address and that the scheduler runs") from None
+            self.check_same_code()
         else:
-            self.cluster = distributed.LocalCluster(n_workers=self.workers, threads_per_worker=1,
-                                                    processes=self.processes, dashboard_address=None,
-                                                    silence_logs=logging.ERROR)
+            self.cluster = _quiet_on_interrupt(lambda: distributed.LocalCluster(
+                n_workers=self.workers, threads_per_worker=1, processes=self.processes, dashboard_address=None,
+                silence_logs=logging.ERROR))
             self.client = distributed.Client(self.cluster, set_as_default=False)
         return self
+
+    def check_same_code(self) -> None:
+        """The scheduler and every worker run the topoplan this client runs (same source fingerprint): a
+        task graph the scheduler cannot read, or results of other code stored under this code's cache
+        keys, would follow otherwise."""
+        from .cache import code_fingerprint
+
+        ours = code_fingerprint()
+        try:
+            theirs = {"scheduler": self.client.run_on_scheduler(code_fingerprint),
+                      **self.client.run(code_fingerprint)}
+        except Exception as err:  # noqa: BLE001 - an import error over there, reported as such
+            theirs = {"the cluster": f"cannot run topoplan ({type(err).__name__}: {err})"}
+        other = sorted(where for where, fp in theirs.items() if fp != ours)
+        if other:
+            self.close()
+            detail = theirs[other[0]] if other == ["the cluster"] else \
+                f"{len(other)} of its scheduler and {len(theirs) - 1} worker(s) differ: {', '.join(other[:3])}"
+            raise _problem("--scheduler", f"the Dask cluster at {self.address} runs a different topoplan than "
+                           f"this one ({detail})",
+                           "install this same topoplan (and version of its code) where the scheduler and "
+                           "workers run, then restart them")
 
     def __exit__(self, kind, *_):
         self.close(cancel=kind is not None)
