@@ -239,9 +239,16 @@ class DaskExecutor:
                                "check the address and that the scheduler runs") from None
             self.check_same_code()
         else:
-            self.cluster = _quiet_on_interrupt(lambda: distributed.LocalCluster(
-                n_workers=self.workers, threads_per_worker=1, processes=self.processes, dashboard_address=None,
-                silence_logs=logging.ERROR))
+            import dask
+
+            # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ in its workers, which turns off glibc's adaptive mmap
+            # threshold: every numpy array above 128 KiB is then mapped and unmapped, and an evaluation runs
+            # 1.6-2.6x slower (docs/performance.md). Unset (None) for our workers; the rest of Dask's
+            # pre-spawn environment (one BLAS thread per worker) stays.
+            with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+                self.cluster = _quiet_on_interrupt(lambda: distributed.LocalCluster(
+                    n_workers=self.workers, threads_per_worker=1, processes=self.processes,
+                    dashboard_address=None, silence_logs=logging.ERROR))
             self.client = distributed.Client(self.cluster, set_as_default=False)
         return self
 
