@@ -295,17 +295,24 @@ class DaskExecutor:
         return len(self.client.scheduler_info().get("workers", {})) if self.client is not None else 0
 
     def imap(self, func: Callable, context, items: Iterable, in_flight: int | None = None) -> Iterator:
+        import time
+
         from distributed import as_completed
 
         client = self.client
         shared = client.scatter(context, broadcast=True, hash=False)
-        workers = max(self.workers, self.worker_count()) if self.address else self.workers
-        limit = max(1, in_flight or IN_FLIGHT_PER_WORKER * workers)
         source = iter(items)
         finished = as_completed(loop=client.loop)
         exhausted = False
-
+        counted_at, limit = -1e9, 1
         while True:
+            if in_flight:
+                limit = in_flight
+            elif not self.address:
+                limit = IN_FLIGHT_PER_WORKER * self.workers
+            elif time.monotonic() - counted_at > 2.0:   # a remote cluster grows and shrinks (Slurm jobs)
+                counted_at = time.monotonic()
+                limit = IN_FLIGHT_PER_WORKER * max(1, self.worker_count())
             while not exhausted and len(self.pending) < limit:
                 try:
                     tag, arg = next(source)
