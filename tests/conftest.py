@@ -19,6 +19,13 @@ BASE_SPEC = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _private_cache_dir(tmp_path_factory, monkeypatch):
+    """Every test gets its own sweep cache (the default of --cache), never the user's ~/.cache."""
+    monkeypatch.setenv("TOPOPLAN_CACHE_DIR", str(tmp_path_factory.mktemp("topoplan-cache")))
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+
+
 @pytest.fixture(scope="session")
 def catalog():
     return load_catalog()

@@ -275,7 +275,7 @@ def test_scale_command(tmp_path):
     assert plot.read_bytes()[:4] == b"\x89PNG"
     import json
     data = json.loads(_invoke("scale", "designs/gpt3-175b-12288.yaml", "--gpus", "3072..12288",
-                              "--format", "json").output)
+                              "--format", "json").stdout)
     points = data["studies"][0]["points"]
     assert [p["gpus"] for p in points] == [3072, 6144, 12288]
     assert points[0]["mfu"] > points[1]["mfu"] > points[2]["mfu"]   # fixed global batch: the bubble grows

@@ -50,6 +50,105 @@ def workers_option(func):
                         help="Processes sharing the work (at most one per CPU is used).")(func)
 
 
+def executor_options(func):
+    """--executor, --scheduler and --workers, shared by the sweeps (optimize, scale)."""
+    func = click.option("--workers", type=click.IntRange(min=1), default=None,
+                        help="Workers sharing the work, at most one per CPU [default: 1 for process; the "
+                             "machine's CPUs for a Dask LocalCluster; the cluster's own with --scheduler].")(func)
+    func = click.option("--scheduler", metavar="ADDRESS", default=None,
+                        help="An existing Dask scheduler (tcp://HOST:8786, as `dask scheduler` prints); implies "
+                             "--executor dask. With --executor dask and no --scheduler, DASK_SCHEDULER_ADDRESS "
+                             "is used when set, else a LocalCluster.")(func)
+    func = click.option("--executor", "executor_name", type=click.Choice(("process", "dask")), default=None,
+                        help="Where candidates run: process (this process, or a pool with --workers; the "
+                             "default) or dask (pip install 'topoplan[dask]').")(func)
+    return func
+
+
+def cache_options(func):
+    """--cache DIR, --no-cache and --cache-size, shared by the sweeps."""
+    func = click.option("--cache-size", "cache_size", default="2GiB", show_default=True, metavar="SIZE",
+                        help="Bound of the cache on disk; the least recently used entries go first.")(func)
+    func = click.option("--no-cache", "no_cache", is_flag=True, default=False,
+                        help="Evaluate everything; read and write no cache.")(func)
+    func = click.option("--cache", "cache_dir", type=click.Path(), default=None, metavar="DIR",
+                        help="Cache of evaluations, by content [default: $TOPOPLAN_CACHE_DIR, else "
+                             "$XDG_CACHE_HOME/topoplan, else ~/.cache/topoplan].")(func)
+    return func
+
+
+def make_sweep_executor(command: str, name: str | None, scheduler: str | None, workers: int | None,
+                        tasks: int | None, unit: str):
+    """The executor the options ask for (exit 2 with a hint when Dask is missing or the address is bad)."""
+    from .executors import make_executor
+
+    if name is None:
+        name = "dask" if scheduler else "process"
+    if name == "dask" and not scheduler:
+        scheduler = os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+    if name == "dask" and scheduler:
+        if workers is not None:
+            click.echo(f"topoplan {command}: --workers {workers} ignored: the cluster at {scheduler} has its own "
+                       "workers", err=True)
+        return make_executor(name, 1, scheduler)
+    if workers is None:
+        workers = (os.cpu_count() or 1) if name == "dask" else 1
+        workers = min(workers, max(1, tasks)) if tasks is not None else workers
+    return make_executor(name, usable_workers(command, workers, tasks, unit), scheduler)
+
+
+def open_cache(command: str, cache_dir: str | None, no_cache: bool, cache_size: str):
+    """The cache the options ask for, or None. A directory the user named that cannot be used is exit 2;
+    the default one falls back to no cache, with a warning."""
+    from .cache import Cache, CacheError, default_cache_dir
+    from .errors import Problem, SpecError
+    from .units import parse_size
+
+    try:
+        max_bytes = parse_size(cache_size)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--cache-size") from None
+    if no_cache:
+        return None
+    try:
+        return Cache(cache_dir if cache_dir else default_cache_dir(), max_bytes)
+    except CacheError as err:
+        if cache_dir:
+            raise SpecError([Problem("--cache", 0, "", f"cannot use the cache: {err}",
+                                     "name a writable directory, or pass --no-cache")]) from None
+        click.echo(f"topoplan {command}: warning: cannot use the cache ({err}); evaluating everything "
+                   "(choose one with --cache DIR, or pass --no-cache)", err=True)
+        return None
+
+
+def report_sweep(command: str, stats, cache, unit: str) -> None:
+    """One line on stderr: evaluated, from the cache, failed; a warning when the cache could not be written."""
+    where = f" ({cache.directory})" if cache is not None else ""
+    failed = f", {stats.failed:,} failed" if stats.failed else ""
+    click.echo(f"topoplan {command}: {stats.tasks:,} {unit}: {stats.evaluated:,} evaluated, {stats.cached:,} from "
+               f"the cache{where}{failed}", err=True)
+    if cache is not None and cache.corrupt:
+        click.echo(f"topoplan {command}: {cache.corrupt:,} cache entr(ies) failed their checksum and were "
+                   "recomputed", err=True)
+    if cache is not None and cache.write_error:
+        click.echo(f"topoplan {command}: warning: {cache.write_error}; results were not cached", err=True)
+
+
+def report_failures(command: str, failures) -> None:
+    """Tasks that raised (bugs): each with its candidate and the worker's traceback; then exit 70."""
+    if not failures:
+        return
+    shown = set()
+    for label, err in failures:
+        click.echo(f"topoplan {command}: internal error in {label}: {err}", err=True)
+        if (err.kind, err.message) not in shown:   # the same error again: its traceback once
+            shown.add((err.kind, err.message))
+            click.echo(err.traceback.rstrip(), err=True)
+    click.echo(f"topoplan {command}: {len(failures)} task(s) failed (a bug; please report it with the input); "
+               "the rest ran and were written", err=True)
+    sys.exit(EXIT_INTERNAL)
+
+
 def usable_workers(command: str, requested: int, tasks: int | None = None, unit: str = "task") -> int:
     """``requested`` workers, capped (with a line on stderr) by the CPUs and, if known, the ``unit``s of
     work."""
@@ -494,9 +593,12 @@ def resilience(spec, fmt, output, plot_file, workers, catalog_files):
               help="Also write a chart of MFU and scaling efficiency against GPUs, one line per design.")
 @format_option
 @output_option
+@executor_options
+@cache_options
 @catalog_option
 @handle_errors
-def scale(specs, gpu_text, batch_mode, plot_file, fmt, output, catalog_files):
+def scale(specs, gpu_text, batch_mode, plot_file, fmt, output, executor_name, scheduler, workers, cache_dir,
+          no_cache, cache_size, catalog_files):
     """Step time, MFU and scaling efficiency of each SPEC's training job as the cluster grows.
 
     \b
@@ -509,9 +611,13 @@ def scale(specs, gpu_text, batch_mode, plot_file, fmt, output, catalog_files):
       topoplan scale designs/llama3-405b-fat-tree.yaml --gpus 8192..131072
       topoplan scale designs/llama3-405b-fat-tree.yaml designs/llama3-405b-rail-only.yaml --gpus 8192..131072 --plot scale.png
       topoplan scale designs/gpt3-175b-12288.yaml --gpus 1536,3072,6144,12288 --batch per-gpu --format markdown
+      topoplan scale designs/llama3-405b-fat-tree.yaml --gpus 8192..131072 --executor dask
+    Every (spec, size) point is one task (--executor, --workers, --scheduler as for optimize) and
+    is cached by content (--cache DIR, --no-cache).
     """
+    from .executors import RunStats
     from .report.writers import render_scale
-    from .scaling import parse_gpu_list, scale_design, study_dict
+    from .scaling import SweepFailed, parse_gpu_list, scale_designs, study_dict
 
     try:
         sizes = parse_gpu_list(gpu_text)
@@ -527,12 +633,23 @@ def scale(specs, gpu_text, batch_mode, plot_file, fmt, output, catalog_files):
         if time.monotonic() - started > 5 and done[0] < total:
             click.echo(f"topoplan scale: {done[0]}/{total} sizes done ({point.gpus:,} GPUs)", err=True)
 
-    studies = [study_dict(scale_design(spec, catalog, sizes, batch_mode, progress)) for spec in specs]
+    executor = make_sweep_executor("scale", executor_name, scheduler, workers, total, "size")
+    cache = open_cache("scale", cache_dir, no_cache, cache_size)
+    stats = RunStats()
+    failures = []
+    try:
+        studies = scale_designs(specs, catalog, sizes, batch_mode, progress, executor, cache, stats)
+    except SweepFailed as err:
+        studies, failures = err.studies, [(label, e) for _, label, e in err.failures]
+    if stats.cached or stats.failed or (cache is not None and (cache.corrupt or cache.write_error)):
+        report_sweep("scale", stats, cache, "points")
+    studies = [study_dict(study) for study in studies]
     write_output(render_scale(studies, fmt), output)
     if plot_file:
         from .report import plots
 
         click.echo(f"wrote {write_figure(plots.scale_figure(studies), plot_file)}", err=True)
+    report_failures("scale", failures)
 
 
 def _evaluate_source(source: str, catalog, command: str = "compare"):
@@ -730,10 +847,12 @@ def schema(output, catalog_files):
               help="Write one design spec per Pareto design into DIR.")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=20_000, show_default=True,
               help="Refuse a space with more candidates than this (they are counted before any work).")
-@workers_option
+@executor_options
+@cache_options
 @catalog_option
 @handle_errors
-def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, workers, catalog_files):
+def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, executor_name, scheduler, workers,
+             cache_dir, no_cache, cache_size, catalog_files):
     """Search a design space: evaluate every candidate, keep the cost / completion-time Pareto front.
 
     \b
@@ -745,6 +864,9 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, worke
       topoplan optimize designs/spaces/small.yaml
       topoplan optimize designs/spaces/headline.yaml --workers 2 --plot headline.png
       topoplan optimize space.yaml --workers 2 --plot pareto.png --emit-specs chosen/ --format markdown
+      topoplan optimize space.yaml --executor dask --scheduler tcp://10.0.0.1:8786 --format json
+    Results are cached by content (--cache DIR, --no-cache): a candidate whose resolved spec and
+    catalog entries are unchanged is read back, not evaluated again.
     """
     plot_outputs = [plot_file, f"{os.path.splitext(plot_file)[0]}-cost{os.path.splitext(plot_file)[1] or '.png'}"] \
         if plot_file else []
@@ -767,17 +889,21 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, worke
         raise SpecError([Problem(space_file, 0, "", f"the space holds more than --max-candidates "
                                  f"{max_candidates:,} candidates",
                                  "narrow the space, or raise --max-candidates if you mean it")])
-    workers = usable_workers("optimize", workers, candidates, "candidate")
-    click.echo(f"topoplan optimize: {candidates:,} candidates on {workers} worker(s)", err=True)
+    executor = make_sweep_executor("optimize", executor_name, scheduler, workers, candidates, "candidate")
+    cache = open_cache("optimize", cache_dir, no_cache, cache_size)
+    click.echo(f"topoplan optimize: {candidates:,} candidates on {executor.describe()}", err=True)
     progress = Progress("optimize", "candidates")
     progress.begin(candidates)
 
-    def evaluated(_done, total):
-        progress.total = total
+    def evaluated(_done, _total):
         progress.step()
 
-    result = search(space, catalog_files, workers, evaluated)
+    result = search(space, catalog_files, progress=evaluated, executor=executor, cache=cache,
+                    keep_infeasible=False, catalog=catalog)
+    report_sweep("optimize", result.stats, cache, "candidates")
     data = result.to_json()
+    if result.failures and not data["candidates"]:
+        report_failures("optimize", result.failures)
     if not data["candidates"]:
         raise SpecError([Problem(space_file, 0, "", f"no candidate is feasible: {n} x {reason}",
                                  "relax the constraints or widen the space")
@@ -799,6 +925,7 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, worke
             text = f"# emitted by topoplan optimize from {os.path.basename(space_file)}\n" + yamlio.dump(by_name[name])
             write_file_atomic(os.path.join(emit_dir, f"{name}.yaml"), text.encode())
         click.echo(f"wrote {len(data['pareto'])} spec(s) to {emit_dir}", err=True)
+    report_failures("optimize", result.failures)
 
 
 @main.command()

@@ -9,6 +9,7 @@ reason), not an error. Scaling efficiency is per-GPU throughput against the smal
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 
 from . import yamlio
@@ -72,44 +73,108 @@ def _sized(data: dict, gpus: int, server_gpus: int, base_gpus: int, batch_mode: 
 
 
 def scale_design(file: str, catalog: Catalog, gpus: list[int], batch_mode: str = "fixed",
-                 progress=None) -> ScaleStudy:
+                 progress=None, executor=None, cache=None) -> ScaleStudy:
     """The training step of ``file``'s design at each GPU count (the spec must name a model)."""
-    data, lines = yamlio.read(file)
-    return scale_data(data, catalog, gpus, batch_mode, progress, str(file), lines)
+    return scale_designs([file], catalog, gpus, batch_mode, progress, executor, cache)[0]
 
 
 def scale_data(data: dict, catalog: Catalog, gpus: list[int], batch_mode: str = "fixed", progress=None,
-               file: str = "<spec>", lines=None) -> ScaleStudy:
+               file: str = "<spec>", lines=None, executor=None, cache=None) -> ScaleStudy:
     """``scale_design`` on already-read spec data."""
+    return _scale([(data, str(file), lines)], catalog, gpus, batch_mode, progress, executor, cache)[0]
+
+
+def scale_designs(files, catalog: Catalog, gpus: list[int], batch_mode: str = "fixed", progress=None,
+                  executor=None, cache=None, stats=None) -> list[ScaleStudy]:
+    """``scale_design`` of several spec files in one sweep: every (spec, size) point is one task on
+    ``executor`` (``topoplan/executors.py``; default: this process), cached by content with ``cache``."""
+    sources = []
+    for file in files:
+        data, lines = yamlio.read(file)
+        sources.append((data, str(file), lines))
+    return _scale(sources, catalog, gpus, batch_mode, progress, executor, cache, stats)
+
+
+def evaluate_point(catalog: Catalog, arg) -> ScalePoint:
+    """One size of one spec through the pipeline (a task of the sweep)."""
     from .pipeline import evaluate
 
-    base = design_from_data(data, catalog, file, lines)
-    if base.workload.training is None:
-        raise base.infeasible("workload", "a scaling study needs the training-step model",
-                              "add workload.model and workload.training")
-    server_gpus = catalog.servers[base.cluster.server].gpus
-    points = []
-    for n in gpus:
-        point = ScalePoint(n)
-        sized, why = _sized(data, n, server_gpus, base.gpus, batch_mode)
-        if sized is None:
-            point.infeasible = why
-        else:
-            try:
-                evaluation = evaluate(design_from_data(sized, catalog, str(file)), catalog)
-            except TopoplanError as err:
-                point.infeasible = "; ".join(p.message for p in err.problems)
-            else:
-                _fill(point, evaluation)
-        points.append(point)
+    n, sized, file = arg
+    point = ScalePoint(n)
+    try:
+        evaluation = evaluate(design_from_data(sized, catalog, file), catalog)
+    except TopoplanError as err:
+        point.infeasible = "; ".join(p.message for p in err.problems)
+    else:
+        _fill(point, evaluation)
+    return point
+
+
+def _scale(sources, catalog, gpus, batch_mode, progress, executor, cache, stats=None) -> list[ScaleStudy]:
+    from .cache import content_key
+    from .executors import ProcessExecutor, Task, run_tasks
+    from .optimize.search import EntryDigests, entries_used
+
+    bases, points, tasks = [], {}, []
+    digests = EntryDigests(catalog)
+    for s, (data, file, lines) in enumerate(sources):
+        base = design_from_data(data, catalog, file, lines)
+        if base.workload.training is None:
+            raise base.infeasible("workload", "a scaling study needs the training-step model",
+                                  "add workload.model and workload.training")
+        bases.append(base)
+        server_gpus = catalog.servers[base.cluster.server].gpus
+        for i, n in enumerate(gpus):
+            sized, why = _sized(data, n, server_gpus, base.gpus, batch_mode)
+            if sized is None:
+                points[(s, i)] = ScalePoint(n, infeasible=why)
+                continue
+            key = content_key("scale-point", {"gpus": n, "spec": sized, "file": file},
+                              digests(entries_used(sized, None, catalog)))
+            tasks.append(Task(s * len(gpus) + i, key, f"{base.name} at {n:,} GPUs", (n, sized, file)))
+    for point in points.values():
         if progress is not None:
             progress(point)
-    ran = [p for p in points if not p.infeasible]
-    if ran:
-        reference = min(ran, key=lambda p: p.gpus)
-        for p in ran:
-            p.efficiency = (p.tokens_per_s / p.gpus) / (reference.tokens_per_s / reference.gpus)
-    return ScaleStudy(base.name, str(file), base.fabric.topology, batch_mode, points)
+
+    def step(task, ok):
+        if progress is not None and ok:
+            progress(points[divmod(task.index, len(gpus))])
+
+    def collect():
+        for task, ok, value in run_tasks(executor, evaluate_point, catalog, iter(tasks), cache,
+                                         dataclasses.asdict, lambda d: ScalePoint(**d), None, stats):
+            if not ok:
+                failures.append((task.index, task.label, value))
+                continue
+            points[divmod(task.index, len(gpus))] = value
+            step(task, ok)
+
+    failures: list = []
+    executor = executor if executor is not None else ProcessExecutor(1)
+    with executor:
+        collect()
+    studies = []
+    for s, base in enumerate(bases):
+        study_points = [points.get((s, i), ScalePoint(n, infeasible="the evaluation failed (see the error)"))
+                        for i, n in enumerate(gpus)]
+        ran = [p for p in study_points if not p.infeasible]
+        if ran:
+            reference = min(ran, key=lambda p: p.gpus)
+            for p in ran:
+                p.efficiency = (p.tokens_per_s / p.gpus) / (reference.tokens_per_s / reference.gpus)
+        studies.append(ScaleStudy(base.name, sources[s][1], base.fabric.topology, batch_mode, study_points))
+    if failures:
+        raise SweepFailed(sorted(failures, key=lambda f: f[0]), studies)
+    return studies
+
+
+class SweepFailed(Exception):
+    """Some points raised (bugs): ``failures`` as (index, label, executors.TaskError), and the studies of
+    the rest."""
+
+    def __init__(self, failures, studies):
+        super().__init__(f"{len(failures)} point(s) failed")
+        self.failures, self.studies = failures, studies
 
 
 def _fill(point: ScalePoint, evaluation) -> None:

@@ -1,24 +1,30 @@
 """Search: evaluate every candidate of a space through the pipeline, count the infeasible ones by reason,
 and keep the Pareto front of network cost per GPU against the workload's completion time, per GPU count.
 
-Candidates are evaluated in a process pool (``workers``); results come back in candidate order, so the
-outcome is the same for any number of workers.
+Candidates are generated lazily and evaluated on an executor (``topoplan/executors.py``: this process, a
+process pool or Dask), at most a few per worker in flight. Each candidate is keyed by a content hash of its
+resolved spec and the catalog entries it uses (``candidate_key``), which is also its cache key; results are
+merged as they complete and put back in candidate order, so the JSON is the same byte for byte whatever the
+executor, the number of workers or the cache. Infeasible candidates are counted by reason and, unless
+asked, not kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
-
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from ..catalog import load_catalog
+from ..catalog import Catalog, load_catalog
 from ..errors import Refused, TopoplanError
 from ..metrics import objectives
 from ..spec import REACH_CLASSES
 from .sizing import size_cheapest
 from .space import RANK_BY, layout_label
 from .space import Space, candidate_specs
+from ..cache import canonical, content_key
+from ..executors import ProcessExecutor, RunStats, Task, run_tasks
 
 DESIGN_OBJECTIVE, COLLECTIVE_OBJECTIVE = objectives()  # the Pareto front's axes
 
@@ -31,21 +37,7 @@ class Outcome:
     reason: str = ""                # when not
 
 
-_CATALOG = None
-_CATALOG_FILES: tuple = ()
-
-
-def _init(catalog_files, worker: bool = False) -> None:
-    global _CATALOG, _CATALOG_FILES
-    if worker:  # Ctrl-C is the parent's to handle: workers print no tracebacks
-        import signal
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _CATALOG_FILES = tuple(catalog_files)
-    _CATALOG = load_catalog(_CATALOG_FILES)
-
-
-def evaluate_candidate(item) -> Outcome:
+def evaluate_candidate(catalog, item) -> Outcome:
     """One candidate through the pipeline; infeasible or invalid candidates come back with their reason."""
     from ..pipeline import build, evaluate
     from ..report import build_report
@@ -54,17 +46,17 @@ def evaluate_candidate(item) -> Outcome:
     name, spec, sizing, weights, constraints, resilience = item
     try:
         if sizing is not None:
-            sized = size_cheapest(_CATALOG, spec["cluster"]["server"], spec["cluster"]["gpus"],
+            sized = size_cheapest(catalog, spec["cluster"]["server"], spec["cluster"]["gpus"],
                                   spec["fabric"]["planes"], sizing["switches"], sizing["max_ratio"],
                                   sizing["max_tiers"], sizing["cabling"])
             spec = {**spec, "fabric": {**spec["fabric"], "switch": sized.models, "tiers": sized.tiers,
                                        "leaf_uplinks": sized.leaf_uplinks}}
-        design = design_from_data(spec, _CATALOG, name)
-        built = build(design, _CATALOG)
+        design = design_from_data(spec, catalog, name)
+        built = build(design, catalog)
         missed = _violations(_structure(design, *built), constraints)
         if missed:  # pruned: the constraints decide before the flow solver runs
             return Outcome(name, spec, reason="constraint: " + missed[0])
-        report = build_report(evaluate(design, _CATALOG, built=built))
+        report = build_report(evaluate(design, catalog, built=built))
     except TopoplanError as err:
         return Outcome(name, spec, reason=err.problems[0].message)
     except Refused as err:
@@ -181,7 +173,10 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 @dataclass
 class SearchResult:
     space: Space
-    outcomes: list = field(default_factory=list)
+    outcomes: list = field(default_factory=list)   # feasible ones (and infeasible ones when kept), in order
+    reasons: dict = field(default_factory=dict)    # infeasibility reason -> count
+    failures: list = field(default_factory=list)   # (candidate name, TaskError): tasks that raised
+    stats: object = None                            # executors.RunStats: tasks, evaluated, cached, failed
 
     @property
     def feasible(self) -> list:
@@ -199,11 +194,8 @@ class SearchResult:
         return names
 
     def infeasible(self) -> dict:
-        reasons: dict[str, int] = {}
-        for o in self.outcomes:
-            if o.figures is None:
-                reasons[o.reason] = reasons.get(o.reason, 0) + 1
-        return {"count": sum(reasons.values()), "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
+        reasons = self.reasons
+        return {"count": sum(reasons.values()), "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}
 
     def ranking(self) -> list[str]:
         """With the space's ``training`` block: feasible candidate names, per GPU count, best by its
@@ -235,30 +227,105 @@ class SearchResult:
         if self.space.training is not None:
             out["rank_by"] = self.space.training["rank_by"]
             out["best_layouts"] = self.best_layouts()
+        if self.failures:   # tasks that raised (bugs), so that a partial result never passes for a whole one
+            out["failed"] = [{"name": name, "error": str(err)} for name, err in self.failures]
         return out
 
 
-def search(space: Space, catalog_files=(), workers: int = 1, progress=None) -> SearchResult:
-    """Evaluate every candidate; ``progress(done, total)`` is called as results arrive (for the CLI)."""
-    items = [(name, spec, sizing, space.weights, space.constraints, space.resilience)
-             for name, spec, sizing in candidate_specs(space)]
-    result = SearchResult(space)
-    if workers <= 1:
-        _init(catalog_files)
-        for done, item in enumerate(items, 1):
-            result.outcomes.append(evaluate_candidate(item))
-            if progress:
-                progress(done, len(items))
-        return result
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(items)), initializer=_init,
-                               initargs=(tuple(catalog_files), True))
-    try:
-        for done, outcome in enumerate(pool.map(evaluate_candidate, items, chunksize=1), 1):
-            result.outcomes.append(outcome)
-            if progress:
-                progress(done, len(items))
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+class EntryDigests:
+    """SHA-256 of each catalog entry's fields, computed once per entry."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog, self.memo = catalog, {}
+
+    def __call__(self, refs) -> dict:
+        out = {}
+        for section, entry_id in refs:
+            ref = f"{section}/{entry_id}"
+            if ref not in self.memo:
+                entry = self.catalog.section(section).get(entry_id)
+                fields = None if entry is None else dataclasses.asdict(entry)
+                self.memo[ref] = hashlib.sha256(canonical(fields).encode()).hexdigest()
+            out[ref] = self.memo[ref]
+        return out
+
+
+def entries_used(spec: dict, sizing: dict | None, catalog: Catalog) -> list[tuple[str, str]]:
+    """The catalog entries a candidate's evaluation reads: its server with that server's NIC and GPU, its
+    switch models (or those sizing chooses from), its circuit switch, its model preset, and every
+    transceiver and cable (the bill of materials picks the cheapest that fits). A price change on any other
+    entry leaves the candidate's key, and so its cached result, as it was."""
+    refs = set()
+    server_id = (spec.get("cluster") or {}).get("server")
+    refs.add(("servers", server_id))
+    server = catalog.servers.get(server_id)
+    if server is not None:
+        refs.add(("nics", server.nic))
+        refs.add(("gpus", str(server.gpu).lower()))
+    fabric = spec.get("fabric") or {}
+    switch = fabric.get("switch")
+    for model in (switch.values() if isinstance(switch, dict) else [switch] if switch else []):
+        refs.add(("switches", model))
+    for model in (sizing or {}).get("switches", []):
+        refs.add(("switches", model))
+    if isinstance(fabric.get("railx"), dict) and fabric["railx"].get("ocs"):
+        refs.add(("ocs", fabric["railx"]["ocs"]))
+    model = (spec.get("workload") or {}).get("model")
+    preset = model if isinstance(model, str) else model.get("preset") if isinstance(model, dict) else None
+    if preset:
+        refs.add(("models", preset))
+    for section in ("transceivers", "cables"):
+        refs.update((section, entry_id) for entry_id in catalog.section(section))
+    return sorted(refs, key=lambda r: (r[0], str(r[1])))
+
+
+def candidate_tasks(space: Space, catalog: Catalog):
+    """The space's candidates, lazily, as ``executors.Task``s keyed by content."""
+    digests = EntryDigests(catalog)
+    for index, (name, spec, sizing) in enumerate(candidate_specs(space)):
+        item = (name, spec, sizing, space.weights, space.constraints, space.resilience)
+        data = {"spec": spec, "sizing": sizing, "weights": space.weights, "constraints": space.constraints,
+                "resilience": space.resilience}
+        key = content_key("optimize-candidate", data, digests(entries_used(spec, sizing, catalog)))
+        yield Task(index, key, name, item)
+
+
+def _encode(outcome: Outcome) -> dict:
+    return {"name": outcome.name, "spec": outcome.spec, "figures": outcome.figures, "reason": outcome.reason}
+
+
+def _decode(data: dict) -> Outcome:
+    return Outcome(data["name"], data["spec"], data["figures"], data["reason"])
+
+
+def search(space: Space, catalog_files=(), workers: int = 1, progress=None, executor=None, cache=None,
+           keep_infeasible: bool = True, catalog: Catalog | None = None) -> SearchResult:
+    """Evaluate every candidate; ``progress(done, total)`` is called as results arrive (for the CLI; total
+    is None when the space was not counted). ``executor`` (``executors.make_executor``) defaults to the
+    process executor with ``workers``; ``cache`` is a ``cache.Cache`` or None. With ``keep_infeasible``
+    False, infeasible candidates are only counted by reason (bounded memory for large spaces)."""
+    catalog = catalog if catalog is not None else load_catalog(tuple(catalog_files))
+    executor = executor if executor is not None else ProcessExecutor(workers)
+    result = SearchResult(space, stats=RunStats())
+    kept: dict = {}
+    done = [0]
+
+    def step(_task, _ok):
+        done[0] += 1
+        if progress:
+            progress(done[0], None)
+
+    with executor:
+        for task, ok, value in run_tasks(executor, evaluate_candidate, catalog, candidate_tasks(space, catalog),
+                                         cache, _encode, _decode, step, result.stats):
+            if not ok:
+                result.failures.append((task.index, task.label, value))
+                continue
+            if value.figures is None:
+                result.reasons[value.reason] = result.reasons.get(value.reason, 0) + 1
+                if not keep_infeasible:
+                    continue
+            kept[task.index] = value
+    result.outcomes = [kept[i] for i in sorted(kept)]
+    result.failures = [(label, err) for _, label, err in sorted(result.failures, key=lambda f: f[0])]
     return result

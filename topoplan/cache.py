@@ -1,0 +1,197 @@
+"""A content-addressed cache of evaluations on disk: an evaluation whose inputs hash the same is read back,
+not recomputed.
+
+The key is the SHA-256 of a canonical JSON document (sorted keys, no spaces) of what the evaluation reads:
+the task's own data (a candidate's resolved spec, a scaling point's sized spec), the catalog entries it
+uses, the cache format and a fingerprint of topoplan's own source code, so a new version of the code never
+reads an old result. ``content_key`` builds it.
+
+Each entry is one file ``DIR/ab/abcdef....json``: a header line (format, key, SHA-256 and length of the
+payload) and the payload. A file that does not parse, names another key, or whose payload does not match
+its checksum is not trusted: the evaluation runs again and overwrites it. Entries are written to a
+temporary file in the same directory and renamed into place (``os.replace``), so concurrent writers (two
+runs sharing a cache) never leave a half-written entry, only one whole one. The cache is bounded: after a
+run that wrote entries, the least recently used ones (modification time, refreshed on every hit) are
+removed until the total is under ``max_bytes``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+CACHE_FORMAT = 1
+DEFAULT_MAX_BYTES = 2 * 2**30
+STALE_TEMP_S = 3600.0     # temporary files older than this are a crashed writer's: removed by prune
+
+
+def default_cache_dir() -> Path:
+    """``$TOPOPLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/topoplan``, else ``~/.cache/topoplan``."""
+    if os.environ.get("TOPOPLAN_CACHE_DIR"):
+        return Path(os.environ["TOPOPLAN_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "topoplan"
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """SHA-256 over topoplan's Python sources (path and bytes), so results of other code never match."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def canonical(data) -> str:
+    """The one JSON text of ``data``: sorted keys, no spaces, tuples as lists."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+
+
+def content_key(kind: str, data, entries: dict) -> str:
+    """SHA-256 of the evaluation ``kind``, its ``data`` and the catalog ``entries`` it uses (``{"section/id":
+    entry fields}``), the cache format and the code fingerprint."""
+    document = {"format": CACHE_FORMAT, "code": code_fingerprint(), "kind": kind, "data": data,
+                "entries": entries}
+    return hashlib.sha256(canonical(document).encode()).hexdigest()
+
+
+class CacheError(Exception):
+    """The cache directory cannot be used (why, for the user)."""
+
+
+class Cache:
+    """Entries under ``directory`` (created if missing). ``get``/``put`` take the payload as JSON text.
+    Counters: ``hits``, ``misses``, ``corrupt`` (entries found and not trusted), ``written``; a failure to
+    write disables writing and is kept in ``write_error`` (the caller warns)."""
+
+    def __init__(self, directory, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.directory = Path(directory)
+        self.max_bytes = int(max_bytes)
+        self.hits = self.misses = self.corrupt = self.written = self.evicted = 0
+        self.write_error = ""
+        if self.directory.exists() and not self.directory.is_dir():
+            raise CacheError(f"{self.directory} is a file, not a directory")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".probe-", dir=self.directory)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as err:
+            raise CacheError(f"cannot write to {self.directory}: {err.strerror or err}") from None
+
+    def path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> str | None:
+        """The payload stored under ``key``, or None (missing, or not trusted)."""
+        path = self.path(key)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            self.misses += 1
+            return None
+        except OSError:
+            self.misses += 1
+            self.corrupt += 1
+            return None
+        payload = self._validated(raw, key)
+        if payload is None:
+            self.misses += 1
+            self.corrupt += 1
+            return None
+        self.hits += 1
+        try:
+            os.utime(path)   # recently used: evicted last
+        except OSError:
+            pass
+        return payload
+
+    @staticmethod
+    def _validated(raw: bytes, key: str) -> str | None:
+        head, newline, body = raw.partition(b"\n")
+        if not newline:
+            return None
+        try:
+            header = json.loads(head)
+            if not isinstance(header, dict) or header.get("format") != CACHE_FORMAT or header.get("key") != key:
+                return None
+            if header.get("bytes") != len(body) or header.get("sha256") != hashlib.sha256(body).hexdigest():
+                return None
+            return body.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+    def put(self, key: str, payload: str) -> None:
+        if self.write_error:
+            return
+        body = payload.encode("utf-8")
+        header = canonical({"format": CACHE_FORMAT, "key": key, "bytes": len(body),
+                            "sha256": hashlib.sha256(body).hexdigest()}).encode()
+        path = self.path(key)
+        tmp = None
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(header + b"\n" + body)
+            os.replace(tmp, path)
+            tmp = None
+            self.written += 1
+        except OSError as err:
+            self.write_error = f"cannot write to the cache {self.directory}: {err.strerror or err}"
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def entries(self) -> list[tuple[float, int, Path]]:
+        """(modification time, size, path) of every entry."""
+        out = []
+        for sub in self.directory.iterdir() if self.directory.is_dir() else ():
+            if not sub.is_dir() or len(sub.name) != 2:
+                continue
+            for path in sub.iterdir():
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                if path.name.startswith(".tmp-"):
+                    if time.time() - st.st_mtime > STALE_TEMP_S:
+                        _unlink(path)
+                    continue
+                if path.suffix == ".json":
+                    out.append((st.st_mtime, st.st_size, path))
+        return out
+
+    def size_bytes(self) -> int:
+        return sum(size for _, size, _ in self.entries())
+
+    def prune(self) -> int:
+        """Remove the least recently used entries until the total is at most ``max_bytes``; how many."""
+        entries = sorted(self.entries(), key=lambda e: (e[0], e[2].name))
+        total = sum(size for _, size, _ in entries)
+        removed = 0
+        for _, size, path in entries:
+            if total <= self.max_bytes:
+                break
+            if _unlink(path):
+                total -= size
+                removed += 1
+        self.evicted += removed
+        return removed
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        path.unlink()
+        return True
+    except OSError:
+        return False
