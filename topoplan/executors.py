@@ -54,6 +54,22 @@ class Ready:
     value: Any
 
 
+def _refill(source, pending: dict, limit: int, submit):
+    """Submits ``(tag, arg)`` items from ``source`` until ``limit`` are in flight (``pending``: future ->
+    tag), yielding ``(tag, True, value)`` for items that are already ``Ready``; returns True once
+    ``source`` is exhausted."""
+    while len(pending) < limit:
+        try:
+            tag, arg = next(source)
+        except StopIteration:
+            return True
+        if isinstance(arg, Ready):
+            yield tag, True, arg.value
+            continue
+        pending[submit(arg)] = tag
+    return False
+
+
 def _problem(option: str, message: str, hint: str = "") -> SpecError:
     return SpecError([Problem(option, 0, "", message, hint)])
 
@@ -126,16 +142,9 @@ class ProcessExecutor:
         source = iter(items)
         exhausted = False
         while True:
-            while not exhausted and len(self.pending) < limit:
-                try:
-                    tag, arg = next(source)
-                except StopIteration:
-                    exhausted = True
-                    break
-                if isinstance(arg, Ready):
-                    yield tag, True, arg.value
-                    continue
-                self.pending[self.pool.submit(_call_in_worker, func, arg)] = tag
+            if not exhausted:
+                exhausted = yield from _refill(source, self.pending, limit,
+                                               lambda arg: self.pool.submit(_call_in_worker, func, arg))
             if not self.pending:
                 break
             done, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
@@ -303,6 +312,12 @@ class DaskExecutor:
         shared = client.scatter(context, broadcast=True, hash=False)
         source = iter(items)
         finished = as_completed(loop=client.loop)
+
+        def submit(arg):
+            future = client.submit(func, shared, arg, pure=False)
+            finished.add(future)
+            return future
+
         exhausted = False
         counted_at, limit = -1e9, 1
         while True:
@@ -313,18 +328,8 @@ class DaskExecutor:
             elif time.monotonic() - counted_at > 2.0:   # a remote cluster grows and shrinks (Slurm jobs)
                 counted_at = time.monotonic()
                 limit = IN_FLIGHT_PER_WORKER * max(1, self.worker_count())
-            while not exhausted and len(self.pending) < limit:
-                try:
-                    tag, arg = next(source)
-                except StopIteration:
-                    exhausted = True
-                    break
-                if isinstance(arg, Ready):
-                    yield tag, True, arg.value
-                    continue
-                future = client.submit(func, shared, arg, pure=False)
-                self.pending[future] = tag
-                finished.add(future)
+            if not exhausted:
+                exhausted = yield from _refill(source, self.pending, limit, submit)
             if not self.pending:
                 break
             future = next(finished)
