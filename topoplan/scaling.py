@@ -111,9 +111,8 @@ def evaluate_point(catalog: Catalog, arg) -> ScalePoint:
 
 
 def _scale(sources, catalog, gpus, batch_mode, progress, executor, cache, stats=None) -> list[ScaleStudy]:
-    from .cache import content_key
+    from .cache import EntryDigests, content_key, entries_used
     from .executors import ProcessExecutor, Task, run_tasks
-    from .optimize.search import EntryDigests, entries_used
 
     bases, points, tasks = [], {}, []
     digests = EntryDigests(catalog)
@@ -194,6 +193,7 @@ def _fill(point: ScalePoint, evaluation) -> None:
 def capital_usd(data: dict, catalog: Catalog, gpus: int) -> float:
     """Servers plus network (catalog prices) of the spec's fabric built at ``gpus`` GPUs, no flows solved."""
     from .pipeline import build
+    from .training import capital_usd as cluster_capital_usd
 
     server = catalog.servers[data["cluster"]["server"]]
     sized, why = _sized(data, gpus, server.gpus, gpus, "fixed")
@@ -202,7 +202,7 @@ def capital_usd(data: dict, catalog: Catalog, gpus: int) -> float:
     sized.pop("workload", None)     # what the cluster costs does not depend on the job
     design = design_from_data(sized, catalog)
     _topology, bom = build(design, catalog)
-    return server.price_usd * design.cluster.servers + bom.total_usd
+    return cluster_capital_usd(design, catalog, bom)
 
 
 def largest_within_budget(data: dict, catalog: Catalog, budget_usd: float, sizes: list[int],

@@ -643,10 +643,15 @@ class Price:
     power_w: float
 
 
+def capital_usd(design, catalog: Catalog, bom) -> float:
+    """What the cluster costs to buy: its servers and its network's bill of materials."""
+    return catalog.servers[design.cluster.server].price_usd * design.cluster.servers + bom.total_usd
+
+
 def cluster_price(design, catalog: Catalog, bom, economics: Economics) -> Price:
     """The cluster's cost per hour: servers and network amortised over their life, plus power at the PUE."""
     server = catalog.servers[design.cluster.server]
-    capital = server.price_usd * design.cluster.servers + bom.total_usd
+    capital = capital_usd(design, catalog, bom)
     power_w = server.power_w * design.cluster.servers + bom.power_w
     hours = economics.life_years * 365.25 * 24
     return Price(capital / hours + power_w / 1000 * economics.pue * economics.usd_per_kwh, capital, power_w)

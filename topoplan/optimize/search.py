@@ -11,8 +11,6 @@ asked, not kept.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import math
 from dataclasses import dataclass, field
 
@@ -23,7 +21,7 @@ from ..spec import REACH_CLASSES
 from .sizing import size_cheapest
 from .space import RANK_BY, layout_label
 from .space import Space, candidate_specs
-from ..cache import canonical, content_key
+from ..cache import EntryDigests, content_key, entries_used
 from ..executors import ProcessExecutor, RunStats, Task, run_tasks
 
 DESIGN_OBJECTIVE, COLLECTIVE_OBJECTIVE = objectives()  # the Pareto front's axes
@@ -230,53 +228,6 @@ class SearchResult:
         if self.failures:   # tasks that raised (bugs), so that a partial result never passes for a whole one
             out["failed"] = [{"name": name, "error": str(err)} for name, err in self.failures]
         return out
-
-
-class EntryDigests:
-    """SHA-256 of each catalog entry's fields, computed once per entry."""
-
-    def __init__(self, catalog: Catalog):
-        self.catalog, self.memo = catalog, {}
-
-    def __call__(self, refs) -> dict:
-        out = {}
-        for section, entry_id in refs:
-            ref = f"{section}/{entry_id}"
-            if ref not in self.memo:
-                entry = self.catalog.section(section).get(entry_id)
-                fields = None if entry is None else dataclasses.asdict(entry)
-                self.memo[ref] = hashlib.sha256(canonical(fields).encode()).hexdigest()
-            out[ref] = self.memo[ref]
-        return out
-
-
-def entries_used(spec: dict, sizing: dict | None, catalog: Catalog) -> list[tuple[str, str]]:
-    """The catalog entries a candidate's evaluation reads: its server with that server's NIC and GPU, its
-    switch models (or those sizing chooses from), its circuit switch, its model preset, and every
-    transceiver and cable (the bill of materials picks the cheapest that fits). A price change on any other
-    entry leaves the candidate's key, and so its cached result, as it was."""
-    refs = set()
-    server_id = (spec.get("cluster") or {}).get("server")
-    refs.add(("servers", server_id))
-    server = catalog.servers.get(server_id)
-    if server is not None:
-        refs.add(("nics", server.nic))
-        refs.add(("gpus", str(server.gpu).lower()))
-    fabric = spec.get("fabric") or {}
-    switch = fabric.get("switch")
-    for model in (switch.values() if isinstance(switch, dict) else [switch] if switch else []):
-        refs.add(("switches", model))
-    for model in (sizing or {}).get("switches", []):
-        refs.add(("switches", model))
-    if isinstance(fabric.get("railx"), dict) and fabric["railx"].get("ocs"):
-        refs.add(("ocs", fabric["railx"]["ocs"]))
-    model = (spec.get("workload") or {}).get("model")
-    preset = model if isinstance(model, str) else model.get("preset") if isinstance(model, dict) else None
-    if preset:
-        refs.add(("models", preset))
-    for section in ("transceivers", "cables"):
-        refs.update((section, entry_id) for entry_id in catalog.section(section))
-    return sorted(refs, key=lambda r: (r[0], str(r[1])))
 
 
 def candidate_tasks(space: Space, catalog: Catalog):
