@@ -417,6 +417,38 @@ def case_training_step_405b_131k():
     return elapsed, {"step s": round(step.step_s, 3), "MFU": round(step.mfu, 4), "collectives": len(step.collectives)}
 
 
+def _sites_report(mixed: bool):
+    import yaml
+
+    from topoplan import sites
+    from topoplan.catalog import load_catalog
+    from topoplan.report import build_report
+    from topoplan.report.writers import render
+
+    data = yaml.safe_load((ROOT / "designs" / "llama3-405b-2-sites.yaml").read_text())
+    if mixed:   # the second site on another fabric, so that nothing is shared between the two evaluations
+        data["sites"][1]["fabric"] = {"topology": "rail-optimized", "switch": "nvidia-sn5600", "tiers": 3}
+    catalog = load_catalog()
+    start = time.perf_counter()
+    multi = sites.multi_site_from_data(data, catalog)
+    report = build_report(sites.evaluate(multi, catalog))
+    render(report, "json")
+    elapsed = time.perf_counter() - start
+    return elapsed, {"GPUs": multi.gpus, "switches": report["fabric"]["switches"]["total"],
+                     "step s": round(report["training"]["step_time_s"], 3),
+                     "WAN for 90% (sync)": f"{report['wan_requirement']['schemes'][0]['needed_gbps']['0.9']:,.0f} Gb/s"}
+
+
+def case_sites_report_2x64k():
+    """Full report of designs/llama3-405b-2-sites.yaml: two 65,536-GPU fat-tree sites (equal, so evaluated once), border tier, WAN step term and the bandwidth each scheme needs (issue 17: <= 10 s)."""
+    return _sites_report(mixed=False)
+
+
+def case_sites_report_2x64k_mixed():
+    """The same with the second site rail-optimized, so both 64k-GPU sites are built, routed and stepped (issue 17: <= 10 s)."""
+    return _sites_report(mixed=True)
+
+
 def case_scale_8_sizes():
     """`topoplan scale` of the 405B job over 8 sizes, 1,024 to 131,072 GPUs, each a full pipeline run with the step model (issue 15: <= 30 s)."""
     from topoplan.catalog import load_catalog
@@ -541,6 +573,8 @@ CASES = {
     "resilience-switches-16k": (case_resilience_switches_16k, 60.0, None),
     "resilience-two-links-131k": (case_resilience_two_links_131k, 120.0, None),
     "training-step-405b-131k": (case_training_step_405b_131k, 5.0, None),
+    "sites-report-2x64k": (case_sites_report_2x64k, 10.0, None),
+    "sites-report-2x64k-mixed": (case_sites_report_2x64k_mixed, 10.0, None),
     "scale-8-sizes": (case_scale_8_sizes, 30.0, None),
     "optimize-training-216": (case_optimize_training_216, 300.0, None),
     "optimize-360-dask": (case_optimize_360_dask, None, None),

@@ -171,9 +171,9 @@ def test_schema_takes_catalog_ids_from_catalog_files(tmp_path):
                      .replace("connectx-9", "nvidia-connectx-7"))
     code, stderr, stdout = _run(["schema", "--catalog", str(extra)])
     assert code == 0, stderr
-    servers = json.loads(stdout)["properties"]["cluster"]["properties"]["server"]["examples"]
-    assert "dgx-h100" in servers and len(servers) > len(json.loads(_run(["schema"])[2])["properties"]["cluster"]
-                                                         ["properties"]["server"]["examples"])
+    servers = json.loads(stdout)["$defs"]["one_site"]["properties"]["cluster"]["properties"]["server"]["examples"]
+    assert "dgx-h100" in servers and len(servers) > len(json.loads(_run(["schema"])[2])["$defs"]["one_site"]
+                                                         ["properties"]["cluster"]["properties"]["server"]["examples"])
 
 
 def test_graph_exports_are_bounded_and_readable(in_root, tmp_path):

@@ -224,20 +224,25 @@ def entries_used(spec: dict, sizing: dict | None, catalog: Catalog) -> list[tupl
     transceiver and cable (the bill of materials picks the cheapest that fits). A price change on any other
     entry leaves the candidate's key, and so its cached result, as it was."""
     refs = set()
-    server_id = (spec.get("cluster") or {}).get("server")
-    refs.add(("servers", server_id))
-    server = catalog.servers.get(server_id)
-    if server is not None:
-        refs.add(("nics", server.nic))
-        refs.add(("gpus", str(server.gpu).lower()))
-    fabric = spec.get("fabric") or {}
-    switch = fabric.get("switch")
-    for model in (switch.values() if isinstance(switch, dict) else [switch] if switch else []):
-        refs.add(("switches", model))
+    places = spec["sites"] if isinstance(spec.get("sites"), list) else [spec]   # a multi-site candidate's sites
+    for place in places:
+        server_id = (place.get("cluster") or {}).get("server")
+        refs.add(("servers", server_id))
+        server = catalog.servers.get(server_id)
+        if server is not None:
+            refs.add(("nics", server.nic))
+            refs.add(("gpus", str(server.gpu).lower()))
+        fabric = place.get("fabric") or {}
+        switch = fabric.get("switch")
+        for model in (switch.values() if isinstance(switch, dict) else [switch] if switch else []):
+            refs.add(("switches", model))
+        if isinstance(fabric.get("railx"), dict) and fabric["railx"].get("ocs"):
+            refs.add(("ocs", fabric["railx"]["ocs"]))
+    border = (spec.get("wan") or {}).get("border_switch")
+    if border:
+        refs.add(("switches", border))
     for model in (sizing or {}).get("switches", []):
         refs.add(("switches", model))
-    if isinstance(fabric.get("railx"), dict) and fabric["railx"].get("ocs"):
-        refs.add(("ocs", fabric["railx"]["ocs"]))
     model = (spec.get("workload") or {}).get("model")
     preset = model if isinstance(model, str) else model.get("preset") if isinstance(model, dict) else None
     if preset:

@@ -301,10 +301,14 @@ class Progress:
 
 
 def _evaluate(spec: str, catalog, command: str = "report"):
+    """A one-site ``pipeline.Evaluation``, or a ``sites.SitesEvaluation`` for a spec with ``sites``."""
+    from . import sites
     from .pipeline import evaluate
-    from .spec import load_design
 
-    return evaluate(load_design(spec, catalog), catalog, progress=Progress(command))
+    design = sites.load(spec, catalog)
+    if isinstance(design, sites.MultiSiteDesign):
+        return sites.evaluate(design, catalog, progress=Progress(command))
+    return evaluate(design, catalog, progress=Progress(command))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -352,7 +356,9 @@ def validate(specs, catalog_files):
             problems.extend(err.problems)
             continue
         d = evaluation.design
-        click.echo(f"ok: {spec}: {d.name}, {d.fabric.topology}, {d.gpus:,} GPUs, "
+        family = getattr(d, "fabric", None)
+        family = family.topology if family is not None else f"{len(d.sites)} sites"
+        click.echo(f"ok: {spec}: {d.name}, {family}, {d.gpus:,} GPUs, "
                    f"{evaluation.topology.layout.tiers} tier(s)")
     if problems:
         raise SpecError(problems)
@@ -380,11 +386,15 @@ def build(spec, output, catalog_files):
     if extension not in (".graphml", ".gexf", ".json"):
         raise SpecError([Problem(output, 0, "", f"unknown output format '{extension or output}'",
                                  "use a file name ending in .graphml, .gexf or .json")])
+    from . import sites
     from .pipeline import build as build_topology
-    from .spec import load_design
 
     catalog = _catalog(catalog_files)
-    topology, _bom = build_topology(load_design(spec, catalog), catalog)  # no routing: only the graph is written
+    design = sites.load(spec, catalog)
+    if isinstance(design, sites.MultiSiteDesign):   # the sites joined through their border switches
+        topology = sites.build(design, catalog)[2]
+    else:
+        topology, _bom = build_topology(design, catalog)  # no routing: only the graph is written
     if extension == ".json":
         data = json.dumps(topology.to_json_dict(), separators=(",", ":")).encode()
     else:
@@ -427,6 +437,7 @@ def report(spec, fmt, output, plots_dir, catalog_files):
       topoplan report designs/fat-tree-16k.yaml --format markdown -o design-report.md
       topoplan report designs/fat-tree-16k.yaml --format json | jq .cost
       topoplan report designs/rail-b200-16k.yaml --plots charts/
+      topoplan report designs/llama3-405b-2-sites.yaml --plots charts/   # WAN bandwidth vs utilisation
     """
     check_outputs([output], [spec, *catalog_files])
     if plots_dir and os.path.exists(plots_dir) and not os.path.isdir(plots_dir):
@@ -439,6 +450,14 @@ def report(spec, fmt, output, plots_dir, catalog_files):
         from .report import plots
 
         name = evaluation.design.name
+        if "wan_requirement" in result:   # a multi-site design: utilisation against WAN bandwidth
+            try:
+                os.makedirs(plots_dir, exist_ok=True)
+            except OSError as err:
+                raise _cannot_write(plots_dir, err.strerror or str(err)) from None
+            path = os.path.join(plots_dir, f"{name}-wan.png")
+            click.echo(f"wrote {write_figure(plots.wan_figure(result), path)}", err=True)
+            return
         if not any(c["time_s"] is not None for c in result["collectives"]):
             click.echo("no charts: the spec's workload has no collective that could be routed", err=True)
             return
@@ -654,11 +673,15 @@ def scale(specs, gpu_text, batch_mode, plot_file, fmt, output, executor_name, sc
 
 def _evaluate_source(source: str, catalog, command: str = "compare"):
     """(spec data, evaluation) of a spec file or a REF:path git reference."""
+    from . import sites
     from .pipeline import evaluate
     from .review import read_spec_source
     from .spec import design_from_data
 
     data, lines, label = read_spec_source(source)
+    if sites.is_multi_site(data):
+        design = sites.multi_site_from_data(data, catalog, label, lines)
+        return data, sites.evaluate(design, catalog, progress=Progress(command))
     return data, evaluate(design_from_data(data, catalog, label, lines), catalog, progress=Progress(command))
 
 
@@ -824,15 +847,21 @@ def schema(output, catalog_files):
       topoplan schema --catalog my-hardware.yaml -o my.schema.json
     """
     check_outputs([output], catalog_files)
+    from .sites import SITES_SCHEMA
     from .spec import DESIGN_SCHEMA
 
     catalog = _catalog(catalog_files)
+    one_site, multi_site = DESIGN_SCHEMA.to_json_schema(), SITES_SCHEMA.to_json_schema()
+    for properties in (one_site["properties"], multi_site["properties"]["sites"]["items"]["properties"]):
+        properties["cluster"]["properties"]["server"]["examples"] = sorted(catalog.servers)
+        properties["fabric"]["properties"]["switch"]["examples"] = sorted(catalog.switches)
+        properties["fabric"]["properties"]["railx"]["properties"]["ocs"]["examples"] = sorted(catalog.ocs)
+    multi_site["properties"]["wan"]["properties"]["border_switch"]["examples"] = sorted(catalog.switches)
     document = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "topoplan design spec",
-                **DESIGN_SCHEMA.to_json_schema()}
-    properties = document["properties"]
-    properties["cluster"]["properties"]["server"]["examples"] = sorted(catalog.servers)
-    properties["fabric"]["properties"]["switch"]["examples"] = sorted(catalog.switches)
-    properties["fabric"]["properties"]["railx"]["properties"]["ocs"]["examples"] = sorted(catalog.ocs)
+                "description": "one site (cluster and fabric), or several sites joined by WAN links",
+                "$defs": {"one_site": one_site, "multi_site": multi_site},
+                "if": {"type": "object", "required": ["sites"]}, "then": {"$ref": "#/$defs/multi_site"},
+                "else": {"$ref": "#/$defs/one_site"}}
     write_output(json.dumps(document, indent=2) + "\n", output)
 
 

@@ -86,8 +86,8 @@ class Bom:
 
     def by_category(self) -> dict:
         out = {c: 0.0 for c in CATEGORIES}
-        for line in self.lines:
-            out[line.category] += line.price_usd
+        for line in self.lines:   # a multi-site bill adds "wan" (sites.py)
+            out[line.category] = out.get(line.category, 0.0) + line.price_usd
         return out
 
     def quantity(self, category: str, tier: str | None = None) -> int:

@@ -320,6 +320,11 @@ def design_from_data(data, catalog: Catalog, file: str = "<spec>", lines=None) -
     if data is None:
         ctx.error((), "the spec is empty", "start from one of the files in designs/")
         raise SpecError(ctx.problems)
+    if isinstance(data, dict) and "sites" in data:
+        ctx.error(("sites",), "this command reads one-site designs, and this spec has sites",
+                  "validate, report, check, compare and build read multi-site specs; run the others on one "
+                  "site's own design")
+        raise SpecError(ctx.problems)
     checked = DESIGN_SCHEMA.check(data, (), ctx)
     if checked is MISSING:
         raise SpecError(ctx.problems)

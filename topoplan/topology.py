@@ -26,11 +26,13 @@ import numpy as np
 from .layout import Layout
 
 NODE_KINDS = ("gpu", "nic", "switch", "ocs", "cpu", "pcie_switch", "nvswitch")
-MEDIA = ("nvlink", "pcie", "copper", "optical", "circuit")
+MEDIA = ("nvlink", "pcie", "copper", "optical", "circuit", "wan")
 # "host" links are inside a server (GPU-NIC, NVLink); the others are network links named after the
-# tier of the switch at their upper end ("leaf" = NIC to leaf), or "ocs" for circuits between nodes.
-LINK_TIERS = ("host", "leaf", "spine", "core", "ocs")
+# tier of the switch at their upper end ("leaf" = NIC to leaf), or "ocs" for circuits between nodes; a
+# multi-site topology (sites.py) adds "border" (a site's top tier to its border switches) and "wan".
+LINK_TIERS = ("host", "leaf", "spine", "core", "ocs", "border", "wan")
 SWITCH_TIERS = ("leaf", "spine", "core")
+NODE_TIERS = SWITCH_TIERS + ("border",)   # the fabric tiers, and the border switches joining sites
 GROUPS = ("server", "rail", "plane", "pod", "row", "col")
 
 KIND = {name: i for i, name in enumerate(NODE_KINDS)}
@@ -109,8 +111,8 @@ class Topology:
     def switches_by_tier(self) -> dict:
         """Packet switches per tier, and optical circuit switches under ``ocs``."""
         is_switch = self.kind == KIND["switch"]
-        counts = np.bincount(self.tier[is_switch], minlength=len(SWITCH_TIERS))
-        out = {name: int(counts[i]) for i, name in enumerate(SWITCH_TIERS) if counts[i]}
+        counts = np.bincount(self.tier[is_switch], minlength=len(NODE_TIERS))
+        out = {name: int(counts[i]) for i, name in enumerate(NODE_TIERS) if counts[i]}
         circuit = int((self.kind == KIND["ocs"]).sum())
         if circuit:
             out["ocs"] = circuit

@@ -651,7 +651,10 @@ def capital_usd(design, catalog: Catalog, bom) -> float:
 def cluster_price(design, catalog: Catalog, bom, economics: Economics) -> Price:
     """The cluster's cost per hour: servers and network amortised over their life, plus power at the PUE."""
     server = catalog.servers[design.cluster.server]
-    capital = capital_usd(design, catalog, bom)
-    power_w = server.power_w * design.cluster.servers + bom.power_w
+    return price_of(capital_usd(design, catalog, bom), server.power_w * design.cluster.servers + bom.power_w,
+                    economics)
+
+
+def price_of(capital: float, power_w: float, economics: Economics) -> Price:
     hours = economics.life_years * 365.25 * 24
     return Price(capital / hours + power_w / 1000 * economics.pue * economics.usd_per_kwh, capital, power_w)

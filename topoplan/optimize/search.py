@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .. import sites
 from ..catalog import Catalog, load_catalog
 from ..errors import Refused, TopoplanError
 from ..metrics import objectives
@@ -42,19 +43,31 @@ def evaluate_candidate(catalog, item) -> Outcome:
     from ..spec import design_from_data
 
     name, spec, sizing, weights, constraints, resilience = item
+    multi_site = sites.is_multi_site(spec)
     try:
         if sizing is not None:
-            sized = size_cheapest(catalog, spec["cluster"]["server"], spec["cluster"]["gpus"],
-                                  spec["fabric"]["planes"], sizing["switches"], sizing["max_ratio"],
+            place = spec["sites"][0] if multi_site else spec   # every site has the candidate's fabric
+            sized = size_cheapest(catalog, place["cluster"]["server"], place["cluster"]["gpus"],
+                                  place["fabric"]["planes"], sizing["switches"], sizing["max_ratio"],
                                   sizing["max_tiers"], sizing["cabling"])
-            spec = {**spec, "fabric": {**spec["fabric"], "switch": sized.models, "tiers": sized.tiers,
-                                       "leaf_uplinks": sized.leaf_uplinks}}
-        design = design_from_data(spec, catalog, name)
-        built = build(design, catalog)
-        missed = _violations(_structure(design, *built), constraints)
+            fabric = {**place["fabric"], "switch": sized.models, "tiers": sized.tiers,
+                      "leaf_uplinks": sized.leaf_uplinks}
+            spec = ({**spec, "sites": [{**site, "fabric": fabric} for site in spec["sites"]]} if multi_site
+                    else {**spec, "fabric": fabric})
+        if multi_site:
+            design = sites.multi_site_from_data(spec, catalog, name)
+            built = sites.build(design, catalog)
+            structures = [_structure(site.design, *one) for site, one in zip(design.sites, built[0])]
+            whole = {**structures[0], "gpus": design.gpus, "cost_per_gpu_usd": round(built[3].total_usd / design.gpus, 2),
+                     "power_w": round(built[3].power_w, 1), "diameter_hops": built[2].layout.diameter_hops}
+            missed = _violations(whole, constraints)
+        else:
+            design = design_from_data(spec, catalog, name)
+            built = build(design, catalog)
+            missed = _violations(_structure(design, *built), constraints)
         if missed:  # pruned: the constraints decide before the flow solver runs
             return Outcome(name, spec, reason="constraint: " + missed[0])
-        report = build_report(evaluate(design, catalog, built=built))
+        report = build_report(sites.evaluate(design, catalog) if multi_site else evaluate(design, catalog, built=built))
     except TopoplanError as err:
         return Outcome(name, spec, reason=err.problems[0].message)
     except Refused as err:
@@ -70,8 +83,9 @@ def evaluate_candidate(catalog, item) -> Outcome:
     weighted = sum(weights.get(n, 1.0) * v for n, v in per_collective.items())
     if not per_collective and training is not None:   # a training-only space: the time axis is the step
         weighted = training["step_time_s"]
-    fabric = spec["fabric"]
-    figures = {"topology": report["design"]["topology"], "gpus": report["design"]["gpus"],
+    fabric = spec["sites"][0]["fabric"] if multi_site else spec["fabric"]
+    topology = f"{fabric['topology']} x{len(spec['sites'])} sites" if multi_site else report["design"]["topology"]
+    figures = {"topology": topology, "gpus": report["design"]["gpus"],
                "server": report["design"]["server"], "switch": switch_label(fabric),
                "oversubscription": (round(sized.leaf_downlinks / sized.leaf_uplinks, 3) if sizing is not None
                                     else fabric.get("oversubscription", 1)),
@@ -83,6 +97,9 @@ def evaluate_candidate(catalog, item) -> Outcome:
                "bisection_per_gpu_gbps": report["bisection"]["per_gpu_gbps"],
                "diameter_hops": report["diameter_hops"],
                "busbw_GBps": {c["name"]: c["busbw_GBps"] for c in report["collectives"]}}
+    if multi_site:
+        figures.update({"sites": len(spec["sites"]), "wan_gbps": report["wan"]["total_gbps"],
+                        "sync": report["wan"]["sync"], "wan_utilization": training["cross_site"]["utilization"]})
     if resilience is not None:
         figures.update(goodput_figures(built[0], report, weighted, resilience))
     if training is not None:

@@ -14,6 +14,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from .. import sites as _sites
 from .. import yamlio
 from ..catalog import Catalog
 from ..errors import SpecError, did_you_mean
@@ -75,6 +76,19 @@ SPACE_SCHEMA = Obj({
     }, doc="rank the feasible candidates by goodput-adjusted throughput per dollar: interruptions from these "
            "rates (NIC-link and ToR failures only where they stop the job), goodput at Daly's checkpoint "
            "interval"), False),
+    "sites": Key(Obj({
+        "counts": Key(List(Int(minimum=1, maximum=16, doc="sites the GPUs are split over (1: one site)"),
+                           min_items=1), True),
+        "wan_gbps": Key(List(Num(exclusive_minimum=0, maximum=1e9, doc="Gb/s between every pair of sites"),
+                             min_items=1), True),
+        "link_gbps": Key(Num(exclusive_minimum=0, maximum=1e6, doc="line rate of one WAN link"), False, 400),
+        "distance_km": Key(Num(minimum=0, maximum=40_000, doc="between every pair of sites"), True),
+        "usd_per_port": Key(Num(minimum=0, maximum=1e9), False),
+        "crossing": Key(Enum(("dp", "pp")), False, "dp"),
+        "sync": Key(List(_sites.SYNC, min_items=1), False, ["sync"]),
+    }, doc="multi-site candidates: the GPUs split evenly over each count of sites (every site with the "
+           "candidate's fabric), the sites joined pairwise by WAN links of each capacity, each sync scheme"),
+        False),
 }, doc="topoplan design space")
 
 
@@ -95,6 +109,7 @@ class Space:
     file: str
     resilience: dict | None = None  # rates, checkpoint_s, restart_s: rank by goodput-adjusted throughput per dollar
     training: dict | None = None    # model, settings (raw spec data), layouts, rank_by
+    sites: dict | None = None       # counts, wan_gbps, link_gbps, distance_km, usd_per_port, crossing, sync
 
 
 def load_space(file: str, catalog: Catalog) -> Space:
@@ -117,6 +132,9 @@ def load_space(file: str, catalog: Catalog) -> Space:
             for index, entry in enumerate(entries):
                 if entry not in section:
                     ctx.error(path + (index,), f"unknown {what} '{entry}'", did_you_mean(entry, section))
+        if checked["sites"] and not checked["training"]:
+            ctx.error(("sites",), "multi-site candidates need a training block: what crosses the WAN is the "
+                      "step's synchronisation", "add training: {model: ..., settings: {global_batch: ...}}")
         if not data["workload"].get("collectives") and not checked["training"]:
             ctx.error(("workload",), "a space needs workload.collectives or a training block (or both)",
                       "add collectives to time, or training: {model: ..., settings: {global_batch: ...}}")
@@ -146,7 +164,8 @@ def load_space(file: str, catalog: Catalog) -> Space:
                      "restart_s": float(checked["resilience"]["restart_s"])},
                  None if checked["training"] is None else {
                      "model": data["training"]["model"], "settings": data["training"]["settings"],
-                     "layouts": checked["training"]["layouts"] or [None], "rank_by": checked["training"]["rank_by"]})
+                     "layouts": checked["training"]["layouts"] or [None], "rank_by": checked["training"]["rank_by"]},
+                 None if checked["sites"] is None else {**checked["sites"], "sync": data["sites"].get("sync", ["sync"])})
 
 
 def _parallelism(space: Space, gpus: int, layout: dict | None = None) -> dict:
@@ -210,9 +229,38 @@ def candidate_specs(space: Space):
 
     def spec(name, gpus, server, fabric, sizing=None):
         if space.training is None or space.training["layouts"] == [None]:
-            return [one(name, gpus, server, fabric, sizing, None)]
-        return [one(f"{name}-{layout_label(layout)}", gpus, server, fabric, sizing, layout)
-                for layout in space.training["layouts"]]
+            made = [one(name, gpus, server, fabric, sizing, None)]
+        else:
+            made = [one(f"{name}-{layout_label(layout)}", gpus, server, fabric, sizing, layout)
+                    for layout in space.training["layouts"]]
+        return made if space.sites is None else [split for candidate in made for split in over_sites(*candidate)]
+
+    def over_sites(name, data, sizing):
+        """A candidate as is (one site) and split over each count of sites, WAN capacity and sync scheme."""
+        for count in space.sites["counts"]:
+            if count == 1:
+                yield name, data, sizing
+                continue
+            for wan_gbps, sync in itertools.product(space.sites["wan_gbps"], space.sites["sync"]):
+                yield (*multi_site(name, data, count, wan_gbps, sync), sizing)
+
+    def multi_site(name, data, count, wan_gbps, sync):
+        label = sync if isinstance(sync, str) else f"{sync['scheme']}{sync.get('every', '')}"
+        name = f"{name}-s{count}-w{wan_gbps:g}-{label}".replace(".", "_")
+        per_site = data["cluster"]["gpus"] // count   # a split that is not whole: the validator says why
+        names = [f"site-{i + 1}" for i in range(count)]
+        link = {"link_gbps": space.sites["link_gbps"], "count": max(1, math.ceil(wan_gbps / space.sites["link_gbps"])),
+                "distance_km": space.sites["distance_km"]}
+        if space.sites.get("usd_per_port") is not None:
+            link["usd_per_port"] = space.sites["usd_per_port"]
+        return name, {
+            "name": name, "description": data["description"] + f", over {count} sites",
+            "sites": [{"name": n, "cluster": {**data["cluster"], "gpus": per_site}, "fabric": dict(data["fabric"])}
+                      for n in names],
+            "wan": {"links": [{"between": [a, b], **link} for a, b in itertools.combinations(names, 2)],
+                    "crossing": space.sites["crossing"], "sync": sync},
+            "workload": data["workload"], "routing": data["routing"],
+        }
 
     for gpus in axes["gpus"]:
         for server, topology, switch, ratio, planes in itertools.product(

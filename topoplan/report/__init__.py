@@ -67,6 +67,10 @@ def _collective(result) -> dict:
 
 
 def build_report(evaluation) -> dict:
+    if evaluation.topology.layout.family == "multi-site":
+        from .sites import build_sites_report
+
+        return build_sites_report(evaluation)
     design, topology, bom = evaluation.design, evaluation.topology, evaluation.bom
     layout = topology.layout
     switch_mask = (topology.kind == KIND["switch"]) | (topology.kind == KIND["ocs"])

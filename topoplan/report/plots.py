@@ -88,6 +88,28 @@ def sweep_figure(sweeps: list):
     return fig
 
 
+def wan_figure(report: dict):
+    """A multi-site report's utilisation (step speed with this WAN over with a free one) against the total
+    WAN bandwidth, one line per synchronisation scheme, the design's WAN and target marked."""
+    need = report["wan_requirement"]
+    fig, axis = plt.subplots(figsize=(8, 5))
+    gbps = np.array(need["curve"]["wan_gbps"])
+    for label, values in need["curve"]["utilization"].items():
+        axis.plot(gbps, 100 * np.array(values), "-", label=label)
+    axis.axvline(report["wan"]["total_gbps"], color="0.4", linestyle=":", label="this design's WAN")
+    axis.axhline(100 * need["target_utilization"], color="0.6", linestyle="--",
+                 label=f"target {100 * need['target_utilization']:g}%")
+    axis.set_xscale("log")
+    axis.set_ylim(0, 101)
+    axis.set_xlabel("total WAN bandwidth (Gb/s)")
+    axis.set_ylabel("utilisation (% of the step speed with a free WAN)")
+    axis.grid(True, which="major", alpha=0.3)
+    axis.legend(fontsize="small", loc="lower right")
+    axis.set_title(f"WAN bandwidth vs utilisation: {report['design']['name']}")
+    fig.tight_layout()
+    return fig
+
+
 def to_bytes(fig, fmt: str = "png") -> bytes:
     """The chart as a file's bytes (the CLI writes them); the figure is closed."""
     import io

@@ -16,6 +16,10 @@ FORMATS = ("table", "markdown", "json")
 def render(report: dict, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(report, indent=2, sort_keys=False) + "\n"
+    if report["design"]["topology"] == "multi-site":
+        from .sites import render_sites_text
+
+        return render_sites_text(report, markdown=(fmt == "markdown"))
     return _text(report, markdown=(fmt == "markdown"))
 
 
