@@ -252,6 +252,13 @@ def test_bad_multi_site_specs(change, expected):
     assert all(p.startswith("two.yaml") for p in found)
 
 
+def test_too_many_sites_are_refused_before_any_work():
+    data = spec()
+    data["sites"] = [{"name": f"s{i}", "cluster": {"server": "dgx-h100", "gpus": 512},
+                      "fabric": {"topology": "fat-tree", "switch": "nvidia-qm9700"}} for i in range(40)]
+    assert any("40 sites; topoplan models at most 16" in p for p in problems(data))
+
+
 def test_pipeline_crossing_needs_equal_sites():
     data = spec(crossing="pp")
     data["sites"][1]["cluster"]["gpus"] = 1024

@@ -48,6 +48,7 @@ SCHEME_TEXT = {"sync": "synchronous DP, no overlap", "overlap": "synchronous DP,
 DEFAULT_EVERY = {"diloco": 100, "co2": 4}
 BORDER_TIER = 3                 # the node tier of border switches (0 leaf, 1 spine, 2 core)
 UTILIZATION_LEVELS = (0.5, 0.9, 0.99)
+MAX_SITES = 16
 
 # --- the spec -------------------------------------------------------------------------------------------
 
@@ -214,6 +215,10 @@ def multi_site_from_data(data, catalog: Catalog, file: str = "<spec>", lines=Non
     if checked is MISSING or ctx.problems:
         raise SpecError(ctx.problems)
     sites_data, wan_data = checked["sites"], checked["wan"]
+    if len(sites_data) > MAX_SITES:   # the balanced WAN cut tries every split of the sites
+        ctx.error(("sites",), f"{len(sites_data)} sites; topoplan models at most {MAX_SITES}",
+                  "group nearby datacenters into one site")
+        raise SpecError(ctx.problems)
     names = [s["name"] for s in sites_data]
     for index, name in enumerate(names):
         if name in names[:index]:
@@ -304,7 +309,7 @@ def _wan(w: dict, names: list, catalog: Catalog, ctx: Context) -> Wan:
         ctx.error(("wan", "sync"), f"{sync.scheme} changes how data parallelism synchronises, but crossing: pp "
                   "keeps data parallelism inside each site", "use sync: sync with crossing: pp")
     reached = _components(len(names), links)
-    if len(set(reached)) > 1 and not ctx.problems:
+    if len(set(reached)) > 1:
         lonely = [names[i] for i in range(len(names)) if reached[i] != reached[0]]
         ctx.error(("wan", "links"), f"site(s) {', '.join(lonely)} have no WAN path to {names[0]}",
                   "add a link between them")
