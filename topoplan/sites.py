@@ -656,7 +656,9 @@ def exposed_wan_s(sync: Sync, wan_s: float, local_step_s: float, compute_mb_s: f
     """The seconds per step a cross-site synchronisation of ``wan_s`` adds to a step of ``local_step_s``."""
     if sync.scheme == "sync":
         return wan_s
-    if sync.scheme == "overlap":   # bucketed reduction under the last micro-batch's backward (2/3 of it)
+    if sync.scheme == "overlap":
+        # bucketed reduction under the last micro-batch's backward (2/3 of it), as dp-overlap hides the in-site
+        # part: the two stages of a bucket pipeline on different links (fabric, WAN), so both get the window
         return max(0.0, wan_s - 2 / 3 * compute_mb_s)
     if sync.scheme == "diloco":    # a blocking outer all-reduce every H steps
         return wan_s / sync.every
