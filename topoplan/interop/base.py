@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from ..topology import KIND, Topology
 
@@ -71,3 +73,30 @@ def slurm_node_names(pattern: str, servers: int, nodes_per_server: int) -> list[
     """The Slurm name of every node, server-major: ``pattern`` formatted with node, server and tray."""
     return [pattern.format(node=s * nodes_per_server + t, server=s, tray=t)
             for s in range(servers) for t in range(nodes_per_server)]
+
+
+def components(edges_a: np.ndarray, edges_b: np.ndarray, n: int) -> np.ndarray:
+    """Connected component label of each of ``n`` vertices, labels in order of first vertex."""
+    graph = coo_matrix((np.ones(edges_a.size), (edges_a, edges_b)), shape=(n, n))
+    _count, labels = connected_components(graph, directed=False)
+    _first, order = np.unique(labels, return_index=True)
+    rank = np.empty(order.size, np.int64)
+    rank[np.argsort(order)] = np.arange(order.size)
+    return rank[labels]
+
+
+def leaf_groups(topology: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Plane 0: (group of each server, -1 when a server reaches no leaf; the leaves (node ids) of plane 0;
+    the group of each of those leaves)."""
+    nic_links, _ = network_links(topology)
+    plane0 = topology.plane[nic_links.upper] == 0
+    server = topology.server[nic_links.lower[plane0]].astype(np.int64)
+    leaf_nodes, leaf = np.unique(nic_links.upper[plane0], return_inverse=True)
+    servers = int(topology.server[topology.gpus].max(initial=-1)) + 1
+    # vertices: leaves 0..L-1, then servers
+    labels = components(leaf, leaf_nodes.size + server, leaf_nodes.size + servers)
+    leaf_group = labels[:leaf_nodes.size]
+    _, leaf_group = np.unique(leaf_group, return_inverse=True)   # groups numbered by their first leaf
+    server_group = np.full(servers, -1, np.int64)
+    server_group[server] = leaf_group[leaf]
+    return server_group, leaf_nodes, leaf_group

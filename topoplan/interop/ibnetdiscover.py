@@ -210,7 +210,7 @@ def _pair_ports(problems, guid, row_of, node_line, rec_node, rec_port, rec_peer,
                          "capture the whole output of ibnetdiscover")
             continue
         back = by_end.get((peer, rec_peer_port[i]))
-        if back is None or rec_node[back] != rec_node[i] or rec_port[back] != rec_port[i]:
+        if back is None or row_of.get(rec_peer[back]) != rec_node[i] or rec_peer_port[back] != rec_port[i]:
             problems.add(rec_line[i], f"port {rec_port[i]} of {_name(guid, rec_node[i])} leads to port "
                          f"{rec_peer_port[i]} of {_name(guid, peer)} (line {node_line[peer]}), which does not list "
                          "it back", "the file may be truncated or edited by hand")

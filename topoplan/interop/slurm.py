@@ -21,43 +21,13 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
-
 from ..catalog import Catalog
 from ..errors import Problem, SpecError
 from ..spec import Design
 from ..topology import KIND, Topology
-from .base import Export, ExportOptions, network_links, node_count_per_server, slurm_node_names
+from .base import Export, ExportOptions, components, leaf_groups, network_links, node_count_per_server, slurm_node_names
 
 _NAME_FORBIDDEN = re.compile(r"[\s,=\[\]#]")
-
-
-def _components(edges_a: np.ndarray, edges_b: np.ndarray, n: int) -> np.ndarray:
-    """Connected component label of each of ``n`` vertices, labels in order of first vertex."""
-    graph = coo_matrix((np.ones(edges_a.size), (edges_a, edges_b)), shape=(n, n))
-    _count, labels = connected_components(graph, directed=False)
-    _first, order = np.unique(labels, return_index=True)
-    rank = np.empty(order.size, np.int64)
-    rank[np.argsort(order)] = np.arange(order.size)
-    return rank[labels]
-
-
-def leaf_groups(topology: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Plane 0: (group of each server, -1 when a server reaches no leaf; the leaves (node ids) of plane 0;
-    the group of each of those leaves)."""
-    nic_links, _ = network_links(topology)
-    plane0 = topology.plane[nic_links.upper] == 0
-    server = topology.server[nic_links.lower[plane0]].astype(np.int64)
-    leaf_nodes, leaf = np.unique(nic_links.upper[plane0], return_inverse=True)
-    servers = int(topology.server[topology.gpus].max(initial=-1)) + 1
-    # vertices: leaves 0..L-1, then servers
-    labels = _components(leaf, leaf_nodes.size + server, leaf_nodes.size + servers)
-    leaf_group = labels[:leaf_nodes.size]
-    _, leaf_group = np.unique(leaf_group, return_inverse=True)   # groups numbered by their first leaf
-    server_group = np.full(servers, -1, np.int64)
-    server_group[server] = leaf_group[leaf]
-    return server_group, leaf_nodes, leaf_group
 
 
 def _nodes(design: Design, catalog: Catalog, options: ExportOptions) -> tuple[list, int]:
@@ -167,7 +137,7 @@ def _upper_levels(topology: Topology, leaf_nodes: np.ndarray, leaf_group: np.nda
         child = children[below_index]
         n_child = len(child_names)
         # vertices: child units 0..C-1, then the switches above
-        labels = _components(child, n_child + above, n_child + above_nodes.size)
+        labels = components(child, n_child + above, n_child + above_nodes.size)
         _, unit_of_child = np.unique(labels[:n_child], return_inverse=True)
         units = int(unit_of_child.max()) + 1
         unit_names = [f"{prefix}{u}" for u in range(units)]
