@@ -472,9 +472,9 @@ def _imported_size(cluster: dict, fabric: dict, server, ctx: Context) -> tuple:
         ctx.error(("fabric",), "an imported fabric needs 'file'", "add file: fabric.txt (ibnetdiscover output) or "
                   "file: fabric.json (topoplan build -o)")
         return given
-    if ctx.file != "<spec>" and (os.path.isabs(name) or os.path.normpath(name).startswith("..")):
-        ctx.error(("fabric", "file"), f"'{name}' is outside the spec's directory", "put the fabric file next to the "
-                  "spec (or below it), or run topoplan report --fabric FILE --server ID")
+    if not os.path.isabs(name) and os.path.normpath(name).split(os.sep)[0] == "..":
+        ctx.error(("fabric", "file"), f"'{name}' climbs out of the spec's directory", "put the fabric file next to "
+                  "the spec (or below it), or give an absolute path")
         return given
     try:
         servers = server_count(read_fabric(_fabric_path(fabric, ctx), name), server)
