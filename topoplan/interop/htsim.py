@@ -7,8 +7,9 @@ Header ``Nodes N``, ``Tiers T``, ``Podsize P``; then a block per tier ``Tier t``
 
 htsim nodes are the NIC ports of one plane in leaf order: node ``h`` is the ``h % Radix_Down``-th port of
 leaf ``h // Radix_Down`` (on a rail fabric that is not server order). Only what htsim's regular fat-tree
-holds is written: two or three tiers, full leaves and pods, the same whole number of parallel links
-between every pair of adjacent switches that meet, one tree for all nodes. Anything else (rail-only and
+holds is written: two or three tiers, whole pods, the same whole number of parallel links
+between every pair of adjacent switches that meet, every leaf serving the same number of NIC ports (htsim
+has no empty ports), one tree for all nodes. Anything else (rail-only and
 same-rail fabrics, spread wiring, partial builds, RailX, imported fabrics that are not trees) is refused
 with the reason. A multi-plane design is written as one of its identical planes, with a note.
 """

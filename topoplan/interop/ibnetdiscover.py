@@ -14,7 +14,7 @@ GUID in parentheses); a CA's ports give their own port GUID first:
     [1](<portguid>)  "S-<guid>"[3]      # lid 12 lmc 0 "MF0;leaf01:MQM9700/U1" lid 5 4xNDR
 
 ending with the active width and speed (``4xNDR``: 4 lanes of NDR, 400 Gb/s). Every link appears from
-both ends. ``read`` checks that it does (a truncated file does not), collects every problem as
+both ends. ``parse`` checks that it does (a truncated file does not), collects every problem as
 ``FILE:LINE: message`` and returns a ``Discovered`` fabric: columnar nodes and links. Lines it does not
 need (``Chassis``, ``Non-Chassis Nodes``, comments) are skipped; a router (``Rt``) is refused.
 """
@@ -90,19 +90,6 @@ class _Problems:
                 self.items.append(Problem(self.file, self.items[-1].line, "", f"... and {self.more:,} more problem(s)",
                                           "fix the ones above first"))
             raise SpecError(self.items)
-
-
-def read(file: str, label: str | None = None) -> Discovered:
-    """Parse ``file``; ``SpecError`` with every problem (``label`` names the file in messages)."""
-    label = label or str(file)
-    try:
-        with open(file, "rb") as handle:
-            data = handle.read()
-    except OSError as err:
-        raise SpecError([Problem(label, 0, "", f"cannot read the fabric file: {err.strerror or err}",
-                                 "check the path")]) from None
-    text = data.decode("utf-8", errors="replace")
-    return parse(text, label)
 
 
 def parse(text: str, file: str = "<ibnetdiscover>") -> Discovered:
