@@ -333,6 +333,12 @@ def _imported_design(spec, fabric_file, server_id, switch_id, catalog):
                                      did_you_mean("", catalog.servers))])
         stem = re.sub(r"[^a-z0-9]+", "-", os.path.splitext(os.path.basename(fabric_file))[0].lower()).strip("-")
         data, lines, cabling = {"name": stem or "imported-fabric", "cluster": {}}, None, None
+    if server_id is not None and server_id not in catalog.servers:
+        raise SpecError([Problem("--server", 0, "", f"unknown server '{server_id}'",
+                                 did_you_mean(server_id, catalog.servers))])
+    if switch_id is not None and switch_id not in catalog.switches:
+        raise SpecError([Problem("--switch", 0, "", f"unknown switch '{switch_id}'",
+                                 did_you_mean(switch_id, catalog.switches))])
     cluster = {"server": server_id or (data.get("cluster") or {}).get("server")}
     data = dict(data, cluster=cluster, fabric={"topology": "imported", "file": os.path.abspath(fabric_file),
                                                **({"switch": switch_id} if switch_id else {}),

@@ -346,7 +346,8 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
         gpus, servers = cluster["gpus"], cluster["servers"]
         if fabric is not MISSING and fabric["topology"] == "imported" and server is not None:
             gpus, servers = cluster["gpus"], cluster["servers"] = _imported_size(cluster, fabric, server, ctx)
-        if gpus is None and servers is None:
+        imported = fabric is not MISSING and fabric["topology"] == "imported"
+        if gpus is None and servers is None and not imported:   # an imported fabric's size comes from its file
             ctx.error(("cluster",), "give the cluster size as gpus or as servers",
                       "add 'gpus: 1024' or 'servers: 128' under cluster")
         elif gpus is not None and servers is not None:
