@@ -377,7 +377,8 @@ def _same_report(a: dict, b: dict) -> None:
         assert y["busbw_GBps"] == pytest.approx(x["busbw_GBps"], rel=1e-9)
 
 
-@pytest.mark.parametrize("name", ["fat-tree-1k", "fat-tree-16k", "rail-b200-16k", "rail-only-16k", "gb200-nvl72-4su"])
+@pytest.mark.parametrize("name", ["fat-tree-1k", "fat-tree-16k", "rail-b200-16k", "rail-only-16k", "gb200-nvl72-4su",
+                                  "megatron-530b-2240", "hpn-pod-15k"])
 def test_imported_ibnetdiscover_equals_the_generated_design(catalog, tmp_path, name):
     spec = str(ROOT / "designs" / f"{name}.yaml")
     design = load_design(spec, catalog)
