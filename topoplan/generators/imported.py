@@ -554,11 +554,9 @@ def _blocks(kind: np.ndarray, tier: np.ndarray, plane: np.ndarray) -> tuple:
         else:
             labels.append({KIND["gpu"]: "gpu", KIND["nic"]: "nic", KIND["nvswitch"]: "nvlink", KIND["ocs"]: "ocs",
                            KIND["cpu"]: "cpu", KIND["pcie_switch"]: "pcie-switch"}.get(k, "node"))
-    blocks, start, counts = [], 0, {}
+    blocks, start = [], 0
     for i in range(1, len(labels) + 1):
         if i == len(labels) or labels[i] != labels[start]:
-            label = labels[start]
-            blocks.append((start, i - start, label))
-            counts[label] = counts.get(label, 0) + i - start
+            blocks.append((start, i - start, labels[start]))
             start = i
     return tuple(blocks)
