@@ -550,6 +550,53 @@ def case_stream_100k():
         max(parent_mib, child_mib) <= 1024 and result.stats.tasks == 100_000
 
 
+def _export_131k(fmt: str):
+    """One export of the 131k benchmark fabric, generation included (as `topoplan export` runs it)."""
+    from topoplan.interop import ExportOptions, export
+    from topoplan.pipeline import build
+
+    design, catalog = _load("benchmarks/specs/report-131k.yaml")
+    start = time.perf_counter()
+    topology, _bom = build(design, catalog)
+    result = export(topology, design, catalog, fmt, ExportOptions(suffix=".json"))
+    elapsed = time.perf_counter() - start
+    return elapsed, {"kB": round(sum(len(data) for _name, data in result.files) / 1e3), "summary": result.summary}
+
+
+def _export_case(fmt: str):
+    def case():
+        return _export_131k(fmt)
+    case.__doc__ = (f"topoplan export --to {fmt} of the 131,072-GPU rail-optimized fabric "
+                    "(benchmarks/specs/report-131k.yaml), generation included (issue 19: <= 10 s).")
+    return case
+
+
+def case_import_ibnetdiscover_16k():
+    """Import of a 16,384-GPU ibnetdiscover file (designs/fat-tree-16k.yaml as ibnetdiscover prints it, three tiers, 1,280 switches): parse, infer tiers, build the topology and its bill of materials (issue 19: <= 10 s); the report then equals the generated design's."""
+    import tempfile
+
+    from topoplan.cost import bill_of_materials
+    from topoplan.generators import generate
+    from topoplan.interop import export
+    from topoplan.spec import design_from_data
+
+    design, catalog = _load("designs/fat-tree-16k.yaml")
+    text = export(generate(design, catalog), design, catalog, "ibnetdiscover").files[0][1]
+    with tempfile.NamedTemporaryFile(suffix=".txt") as handle:
+        handle.write(text)
+        handle.flush()
+        data = {"name": "imported-16k", "cluster": {"server": design.cluster.server},
+                "fabric": {"topology": "imported", "file": handle.name}}
+        start = time.perf_counter()
+        imported = design_from_data(data, catalog)
+        topology = generate(imported, catalog)
+        bom = bill_of_materials(topology, imported, catalog)
+        elapsed = time.perf_counter() - start
+    return elapsed, {"file MB": round(len(text) / 1e6, 1), "lines": text.count(b"\n"), "gpus": imported.gpus,
+                     "switches": bom.quantity("switches"), "family": topology.layout.family,
+                     "bisection Gb/s": topology.layout.bisection_gbps}
+
+
 CASES = {
     "generate-bom-131k": (case_generate_bom_131k, 1.0, 1024),
     "generate-bom-fat-tree-131k": (case_generate_bom_fat_tree_131k, 1.0, 1024),
@@ -579,6 +626,9 @@ CASES = {
     "optimize-training-216": (case_optimize_training_216, 300.0, None),
     "optimize-360-dask": (case_optimize_360_dask, None, None),
     "stream-100k": (case_stream_100k, None, 1024),
+    **{f"export-131k-{fmt}": (_export_case(fmt), 10.0, None)
+       for fmt in ("slurm-tree", "slurm-block", "astra-sim", "simai", "htsim", "infragraph", "ibnetdiscover")},
+    "import-ibnetdiscover-16k": (case_import_ibnetdiscover_16k, 10.0, None),
 }
 
 

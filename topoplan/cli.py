@@ -19,6 +19,7 @@ import click
 from . import __version__
 from .catalog import SECTIONS, load_catalog
 from .errors import EngineRefused, TopoplanError, did_you_mean
+from .interop import EXPORTERS, ExportOptions, export
 from .report import build_report
 from .report.writers import FORMATS, render
 
@@ -300,6 +301,51 @@ class Progress:
                    f"about {left_s:,.0f} s left", err=True)
 
 
+def fabric_options(func):
+    """--fabric FILE, --server ID and --switch ID: a fabric read from a file (``report``)."""
+    func = click.option("--switch", "switch_id", metavar="ID", default=None,
+                        help="With --fabric: the switch model where a switch's description names none.")(func)
+    func = click.option("--server", "server_id", metavar="ID", default=None,
+                        help="With --fabric: the catalog server the fabric's hosts are (e.g. dgx-h100); "
+                             "default SPEC's.")(func)
+    func = click.option("--fabric", "fabric_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                        help="Read the fabric from FILE: ibnetdiscover output or topoplan JSON (build -o x.json).")(func)
+    return func
+
+
+def _imported_design(spec, fabric_file, server_id, switch_id, catalog):
+    """The design of an imported fabric: SPEC's (workload, routing, targets) with its fabric replaced, or a
+    bare design named after the file."""
+    import re
+
+    from .errors import Problem, SpecError
+    from .spec import design_from_data
+    from . import yamlio
+
+    if spec is not None:
+        data, lines = yamlio.read(spec)
+        if not isinstance(data, dict):
+            raise SpecError([Problem(spec, 1, "", "the spec is not a mapping", "start from one of designs/")])
+        cabling = (data.get("fabric") or {}).get("cabling") if isinstance(data.get("fabric"), dict) else None
+    else:
+        if server_id is None:
+            raise SpecError([Problem("--server", 0, "", "--fabric without a SPEC needs --server ID",
+                                     did_you_mean("", catalog.servers))])
+        stem = re.sub(r"[^a-z0-9]+", "-", os.path.splitext(os.path.basename(fabric_file))[0].lower()).strip("-")
+        data, lines, cabling = {"name": stem or "imported-fabric", "cluster": {}}, None, None
+    if server_id is not None and server_id not in catalog.servers:
+        raise SpecError([Problem("--server", 0, "", f"unknown server '{server_id}'",
+                                 did_you_mean(server_id, catalog.servers))])
+    if switch_id is not None and switch_id not in catalog.switches:
+        raise SpecError([Problem("--switch", 0, "", f"unknown switch '{switch_id}'",
+                                 did_you_mean(switch_id, catalog.switches))])
+    cluster = {"server": server_id or (data.get("cluster") or {}).get("server")}
+    data = dict(data, cluster=cluster, fabric={"topology": "imported", "file": os.path.abspath(fabric_file),
+                                               **({"switch": switch_id} if switch_id else {}),
+                                               **({"cabling": cabling} if cabling else {})})
+    return design_from_data(data, catalog, spec or "<spec>", lines)
+
+
 def _evaluate(spec: str, catalog, command: str = "report"):
     """A one-site ``pipeline.Evaluation``, or a ``sites.SitesEvaluation`` for a spec with ``sites``."""
     from . import sites
@@ -329,6 +375,8 @@ def main():
       topoplan scale designs/gpt3-175b-12288.yaml --gpus 1536..12288   MFU as the cluster grows
       topoplan nccl designs/fat-tree-1k.yaml -e 8G     an nccl-tests style sweep (--measured LOG)
       topoplan build designs/fat-tree-1k.yaml -o fabric.graphml
+      topoplan export designs/fat-tree-1k.yaml --to slurm-tree -o topology.conf   (astra-sim, simai, htsim, ...)
+      topoplan report --fabric ibnetdiscover.txt --server dgx-h100   a real fabric, from ibnetdiscover
       topoplan catalog list                            hardware topoplan knows about
     """
 
@@ -418,32 +466,110 @@ def build(spec, output, catalog_files):
     click.echo(f"wrote {output}: {topology.num_nodes:,} nodes, {topology.num_links:,} links", err=True)
 
 
-@main.command()
+@main.command("export")
 @click.argument("spec", type=click.Path())
+@click.option("--to", "fmt", required=True, type=click.Choice(tuple(EXPORTERS)), metavar="FORMAT",
+              help="Format: " + "; ".join(f"{e.name}: {e.summary}" for e in EXPORTERS.values()) + ".")
+@click.option("-o", "--output", required=True, type=click.Path(), metavar="PATH",
+              help="Output file (a new or empty directory for astra-sim), written whole or not at all.")
+@click.option("--node-names", "node_names", default=ExportOptions.node_names, show_default=True, metavar="PATTERN",
+              help="Slurm and ibnetdiscover host names: a Python format of {node} (Slurm node), {server} and "
+                   "{tray} (node within an NVLink rack).")
+@click.option("--gpus-per-node", type=click.IntRange(min=1), default=None, metavar="N",
+              help="GPUs per Slurm node [default: the server's; 4 on NVLink racks of more than 8 GPUs].")
+@catalog_option
+@handle_errors
+def export_command(spec, fmt, output, node_names, gpus_per_node, catalog_files):
+    """Write SPEC's fabric in a format another tool reads: a scheduler or a simulator.
+
+    \b
+    Where the format cannot represent the design it is refused (exit 2) with the reason; what it
+    represents only approximately is said on stderr (and, for astra-sim, in NOTES.md).
+    Examples:
+      topoplan export designs/fat-tree-16k.yaml --to slurm-tree -o topology.conf
+      topoplan export designs/gb200-nvl72-4su.yaml --to slurm-block -o topology.conf --node-names gb{node:04d}
+      topoplan export designs/fat-tree-1k.yaml --to astra-sim -o astra/
+      topoplan export designs/rail-b200-16k.yaml --to simai -o topo.txt
+      topoplan export designs/fat-tree-16k.yaml --to htsim -o fabric.topo
+      topoplan export designs/fat-tree-1k.yaml --to infragraph -o fabric.yaml
+      topoplan export designs/fat-tree-1k.yaml --to ibnetdiscover -o expected.txt   diff it against the real one
+    """
+    from .pipeline import build as build_topology
+    from .spec import load_design
+
+    exporter = EXPORTERS[fmt]
+    if exporter.directory:
+        _check_output_directory(output, spec)
+    else:
+        check_outputs([output], [spec, *catalog_files])
+    catalog = _catalog(catalog_files)
+    design = load_design(spec, catalog)
+    topology, _bom = build_topology(design, catalog)
+    options = ExportOptions(node_names=node_names, gpus_per_node=gpus_per_node,
+                            suffix=os.path.splitext(output)[1].lower())
+    result = export(topology, design, catalog, fmt, options)
+    if exporter.directory:
+        try:
+            os.makedirs(output, exist_ok=True)
+        except OSError as err:
+            raise _cannot_write(output, err.strerror or str(err)) from None
+    for name, data in result.files:
+        write_file_atomic(os.path.join(output, name) if name else output, data)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"wrote {output} ({fmt}): {result.summary}", err=True)
+
+
+def _check_output_directory(path: str, spec: str) -> None:
+    """A directory export goes into a new directory or an empty one, never over other files."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise _cannot_write(path, "it is a file; this format writes a directory of files", "name a new directory")
+    if os.path.isdir(path) and os.listdir(path):
+        raise _cannot_write(path, "the directory is not empty", "name a new or empty directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise _cannot_write(path, f"the directory {parent} does not exist", "create it first or write elsewhere")
+
+
+@main.command()
+@click.argument("spec", type=click.Path(), required=False)
 @format_option
 @output_option
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Also write charts to DIR: link utilization by tier and time per collective (PNG).")
+@fabric_options
 @catalog_option
 @handle_errors
-def report(spec, fmt, output, plots_dir, catalog_files):
+def report(spec, fmt, output, plots_dir, fabric_file, server_id, switch_id, catalog_files):
     """Report what SPEC takes to build and how its network performs.
 
     \b
     Switches and links per tier, bill of materials, cost (total, per GPU, by category), power,
     bisection bandwidth and diameter. The markdown form is meant for a pull request comment.
+    With --fabric, the fabric is read from a file instead (ibnetdiscover output, or topoplan's JSON):
+    alone it is reported as it is; with SPEC, SPEC's workload runs on it.
     Examples:
       topoplan report designs/fat-tree-16k.yaml
       topoplan report designs/fat-tree-16k.yaml --format markdown -o design-report.md
       topoplan report designs/fat-tree-16k.yaml --format json | jq .cost
       topoplan report designs/rail-b200-16k.yaml --plots charts/
       topoplan report designs/llama3-405b-2-sites.yaml --plots charts/   # WAN bandwidth vs utilisation
+      ibnetdiscover > fabric.txt;  topoplan report --fabric fabric.txt --server dgx-h100
+      topoplan report designs/fat-tree-1k.yaml --fabric fabric.txt    the design's workload on the real fabric
     """
-    check_outputs([output], [spec, *catalog_files])
+    check_outputs([output], [spec, fabric_file, *catalog_files])
     if plots_dir and os.path.exists(plots_dir) and not os.path.isdir(plots_dir):
         raise _cannot_write(plots_dir, "it is a file, not a directory", "name a directory for the charts")
     catalog = _catalog(catalog_files)
-    evaluation = _evaluate(spec, catalog)
+    if fabric_file is None:
+        if spec is None:
+            raise click.UsageError("give a SPEC, or --fabric FILE (with --server ID)")
+        evaluation = _evaluate(spec, catalog)
+    else:
+        from .pipeline import evaluate
+
+        evaluation = evaluate(_imported_design(spec, fabric_file, server_id, switch_id, catalog), catalog,
+                              progress=Progress("report"))
     result = build_report(evaluation)
     write_output(render(result, fmt), output)
     if plots_dir:

@@ -29,7 +29,7 @@ SPEC_VERSION = 1
 # before arrays of that size are allocated.
 MAX_GPUS = 4_194_304
 
-TOPOLOGIES = ("fat-tree", "rail-optimized", "rail-only", "railx")
+TOPOLOGIES = ("fat-tree", "rail-optimized", "rail-only", "railx", "imported")
 TIER_NAMES = SWITCH_TIERS  # one vocabulary: topology.py defines the tiers
 REACH_CLASSES = ("in-rack", "in-row", "cross-row")
 ROUTINGS = tuple(name for name, engine in ENGINES.items() if not engine.stands_in_for)  # what a user may ask for
@@ -148,7 +148,9 @@ DESIGN_SCHEMA = Obj({
         "expand_hosts": Key(Bool(), False, False),
     }, doc="what is being connected: give exactly one of gpus or servers"), True),
     "fabric": Key(Obj({
-        "topology": Key(Enum(TOPOLOGIES, doc="fabric family"), True),
+        "topology": Key(Enum(TOPOLOGIES, doc="fabric family; imported: read from fabric.file"), True),
+        "file": Key(Str(doc="imported: ibnetdiscover output or topoplan JSON, relative to the spec's directory"),
+                    False),
         "switch": Key(OneOf((Str(kebab=True), Map(TIER_NAMES, Str(kebab=True))),
                             doc="switch id for every tier, or one per tier {leaf: ..., spine: ...}"), False),
         "tiers": Key(Int(minimum=1, maximum=3, doc="switch tiers; default the fewest that fit"), False),
@@ -233,6 +235,8 @@ class Fabric:
     link_gbps: dict = field(default_factory=dict)  # link tier (spine, core) -> Gb/s; missing: the tier below's
     optics: str = "dsp"  # pluggable transceivers: "dsp" (retimed) or "linear" (LPO)
     railx: dict | None = None
+    file: str | None = None   # imported: the fabric file's path (resolved), and as the spec wrote it
+    file_label: str = ""
 
 
 @dataclass(frozen=True)
@@ -345,7 +349,10 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
             if server is None:
                 ctx.error(("cluster", "server"), f"unknown server '{sid}'", did_you_mean(sid, catalog.servers))
         gpus, servers = cluster["gpus"], cluster["servers"]
-        if gpus is None and servers is None:
+        if fabric is not MISSING and fabric["topology"] == "imported" and server is not None:
+            gpus, servers = cluster["gpus"], cluster["servers"] = _imported_size(cluster, fabric, server, ctx)
+        imported = fabric is not MISSING and fabric["topology"] == "imported"
+        if gpus is None and servers is None and not imported:   # an imported fabric's size comes from its file
             ctx.error(("cluster",), "give the cluster size as gpus or as servers",
                       "add 'gpus: 1024' or 'servers: 128' under cluster")
         elif gpus is not None and servers is not None:
@@ -362,7 +369,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
     switch_ids: dict = {}
     if fabric is not MISSING:
         switch = fabric["switch"]
-        if switch is None and fabric["topology"] not in (MISSING, "railx"):
+        if switch is None and fabric["topology"] not in (MISSING, "railx", "imported"):
             ctx.error(("fabric",), "missing required key 'switch'", "name a switch id, e.g. switch: nvidia-qm9700")
         elif isinstance(switch, str):
             switch_ids = {tier: switch for tier in TIER_NAMES}
@@ -392,6 +399,9 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
         elif isinstance(railx, dict) and railx.get("ocs") not in (None, MISSING) and railx["ocs"] not in catalog.ocs:
             ctx.error(("fabric", "railx", "ocs"), f"unknown optical circuit switch '{railx['ocs']}'",
                       did_you_mean(railx["ocs"], catalog.ocs))
+        if fabric["file"] and fabric["topology"] not in (MISSING, "imported"):
+            ctx.error(("fabric", "file"), f"a fabric file applies to topology: imported, not {fabric['topology']}",
+                      "remove it or set topology: imported")
         if fabric["link_gbps"] and fabric["topology"] == "railx":
             ctx.error(("fabric", "link_gbps"), "link speeds per tier apply to switched fabrics; RailX circuits run "
                       "at the chips' port speed", "remove it")
@@ -414,7 +424,7 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
                  planes=fabric["planes"], scalable_unit=fabric["scalable_unit"], leaf_uplinks=fabric["leaf_uplinks"],
                  aggregation=fabric["aggregation"], cabling=cabling, railx=fabric["railx"],
                  pod_servers=(fabric["pod"] or {}).get("servers"), link_gbps=dict(fabric["link_gbps"] or {}),
-                 optics=fabric["optics"])
+                 optics=fabric["optics"], file=_fabric_path(fabric, ctx), file_label=fabric["file"] or "")
     workload = _workload(c["workload"] or {}, gpus, ctx, c["fabric"]["topology"])
     training = _training_of(c["workload"] or {}, c["economics"], workload, catalog, server, ctx)
     if training is not None:
@@ -438,6 +448,49 @@ def _cross_check(c: dict, catalog: Catalog, ctx: Context) -> dict:
                 failures=_failures(c["failures"], ctx),
                 cluster=Cluster(server=server.id, gpus=gpus, servers=servers, expand_hosts=cluster["expand_hosts"]),
                 fabric=fab, workload=workload)
+
+
+def _fabric_path(fabric: dict, ctx: Context) -> str | None:
+    """``fabric.file`` resolved against the spec's directory (as given for a spec built in memory)."""
+    import os
+
+    if not fabric.get("file"):
+        return None
+    if ctx.file == "<spec>" or os.path.isabs(fabric["file"]):
+        return fabric["file"]
+    return os.path.join(os.path.dirname(os.path.abspath(ctx.file)), fabric["file"])
+
+
+def _imported_size(cluster: dict, fabric: dict, server, ctx: Context) -> tuple:
+    """(gpus, servers) of an imported fabric, from its file; problems for a missing, unreadable or
+    mismatching file, and for fabric keys the file decides. Reads the file once (``generators.imported``)."""
+    import os
+
+    from .errors import TopoplanError
+    from .generators.imported import read_fabric, server_count
+
+    given = cluster["gpus"], cluster["servers"]
+    for key in ("tiers", "scalable_unit", "leaf_uplinks", "pod", "railx", "link_gbps"):
+        if fabric.get(key) not in (None, MISSING):
+            ctx.error(("fabric", key), f"an imported fabric's {key} comes from its file", "remove it")
+    name = fabric.get("file")
+    if name in (None, MISSING):
+        ctx.error(("fabric",), "an imported fabric needs 'file'", "add file: fabric.txt (ibnetdiscover output) or "
+                  "file: fabric.json (topoplan build -o)")
+        return given
+    if not os.path.isabs(name) and os.path.normpath(name).split(os.sep)[0] == "..":
+        ctx.error(("fabric", "file"), f"'{name}' climbs out of the spec's directory", "put the fabric file next to "
+                  "the spec (or below it), or give an absolute path")
+        return given
+    try:
+        servers = server_count(read_fabric(_fabric_path(fabric, ctx), name), server)
+    except TopoplanError as err:
+        ctx.problems.extend(err.problems)
+        return given
+    if given[1] is not None and given[1] != servers or given[0] is not None and given[0] != servers * server.gpus:
+        ctx.error(("cluster",), f"the fabric file has {servers:,} servers ({servers * server.gpus:,} GPUs), not "
+                  f"{given[1] if given[1] is not None else given[0]:,}", "remove the size: it comes from the file")
+    return None, servers
 
 
 def _workload(w: dict, gpus: int, ctx: Context, topology: str) -> Workload:

@@ -9,10 +9,10 @@ from ..topology import Topology
 
 def generate(design: Design, catalog: Catalog) -> Topology:
     """Build the topology the design's ``fabric.topology`` names."""
-    from . import clos, rail, railx
+    from . import clos, imported, rail, railx
 
     families = {"fat-tree": clos.generate, "rail-optimized": rail.generate, "rail-only": rail.generate,
-                "railx": railx.generate}
+                "railx": railx.generate, "imported": imported.generate}
     try:
         family = families[design.fabric.topology]
     except KeyError:
