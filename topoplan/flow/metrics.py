@@ -34,6 +34,7 @@ from .traffic import CollectivePlan, apply_pxn
 
 ARC_CLASSES = ("nvlink", "pcie", "leaf", "spine", "core", "ocs")
 MAX_SAMPLES = 5000  # utilization values kept per tier and phase, evenly strided, for histograms
+HOTTEST_ARCS = 8    # the busiest arcs kept per phase (arc index, utilization), for the HTML report
 
 
 def arc_classes(topology: Topology) -> np.ndarray:
@@ -89,6 +90,7 @@ class PhaseResult:
     utilization_by_tier: dict
     unreachable_pairs: int = 0
     samples: dict = field(default_factory=dict)  # tier -> utilization of up to MAX_SAMPLES loaded links (plots)
+    hottest: tuple = ()  # ((arc, utilization), ...) of the HOTTEST_ARCS busiest arcs, busiest first
 
     @property
     def steps(self) -> int:
@@ -314,9 +316,11 @@ def phase_result(topology: Topology, classes: np.ndarray, load: np.ndarray, labe
         by_tier[ARC_CLASSES[index]] = float(values.max())
         samples[ARC_CLASSES[index]] = values[:: max(1, values.size // MAX_SAMPLES)]
     bandwidth = None if unreachable else float(seconds[worst])
+    top = np.argpartition(seconds, -HOTTEST_ARCS)[-HOTTEST_ARCS:] if seconds.size > HOTTEST_ARCS else np.arange(seconds.size)
+    top = [int(a) for a in top[np.argsort(-seconds[top], kind="stable")] if used[a]]
     return PhaseResult(label, intra_steps, inter_steps, bandwidth, float(utilization[worst]),
                        float(np.percentile(utilization[used], 99)), ARC_CLASSES[classes[worst]], by_tier,
-                       unreachable, samples)
+                       unreachable, samples, tuple((a, float(utilization[a])) for a in top))
 
 
 def shape_of(plan: CollectivePlan, timing: Timing) -> nccl.GroupShape:
