@@ -76,9 +76,9 @@ def _shape(tag: str, title: str | None = None, text: str | None = None, **attrs)
                                   for k, v in attrs.items()}, "title": title, "text": text}
 
 
-def stacked_bars(rows: list, unit: str, width: int = 760) -> dict:
+def stacked_bars(rows: list, unit: str, width: int = 600) -> dict:
     """Horizontal stacked bars: ``rows`` = [(label, [(value, css class, tooltip), ...])]."""
-    label_w, bar_h, gap, top = 170, 22, 8, 10
+    label_w, bar_h, gap, top = 120, 20, 7, 6
     total = max([sum(v for v, _, _ in parts) for _, parts in rows] + [1e-300])
     scale = (width - label_w - 90) / total
     shapes = []
@@ -193,7 +193,7 @@ CATEGORY_CLASSES = ("switches", "nics", "transceivers", "cables", "ocs", "wan")
 def _cost_chart(report: dict) -> dict:
     parts = [(v, f"cat-{k}" if k in CATEGORY_CLASSES else "cat-other", f"{k}: {usd(v)}")
              for k, v in report["cost"]["by_category"].items() if v]
-    return stacked_bars([("network cost", parts)], "USD")
+    return stacked_bars([("network", parts)], "USD")
 
 
 def _collective_chart(report: dict) -> dict | None:
