@@ -391,3 +391,30 @@ def test_compare_exit_code_is_the_same_for_html_on_bad_input(tmp_path, in_root):
                                            "--format", fmt, "-o", str(out)])
         assert result.exit_code == 2 and "Traceback" not in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_hottest_arcs_are_the_busiest(seed):
+    import numpy as np
+
+    from topoplan.flow.metrics import HOTTEST_ARCS, _hottest
+
+    rng = np.random.default_rng(seed)
+    seconds = rng.integers(0, [3, 50, 10_000][seed % 3], size=int(rng.integers(1, 20_000))).astype(float)
+    worst = int(np.argmax(seconds))
+    expected = np.argsort(-seconds, kind="stable")[:HOTTEST_ARCS]
+    assert list(seconds[_hottest(seconds, worst)]) == list(seconds[expected])
+
+
+def test_hottest_links_top_out_at_each_collectives_busiest_link(shipped_pages):
+    for name in ("fat-tree-1k.yaml", "rail-b200-16k.yaml", "fat-tree-131k-twin-plane.yaml"):
+        elements = parse(shipped_pages[name]["html"])
+        table = by_id(elements, "hottest")
+        rows = [row for row in table.iter() if row.tag == "tr" and row.children[0].tag == "td"]
+        busiest = {}
+        for row in rows:
+            assert " -> " in row.children[2].text
+            busiest[row.children[0].text] = max(busiest.get(row.children[0].text, 0.0), value(row.children[4]))
+        report = shipped_pages[name]["json"]
+        assert busiest == {c["name"]: pytest.approx(c["max_link_utilization"], rel=1e-6)
+                           for c in report["collectives"] if c["time_s"] is not None}, name
