@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -57,6 +56,32 @@ def _browser(*args, fragment: str = "", path: Path) -> tuple[str, list]:
 
 def dump_dom(path: Path, fragment: str = "") -> tuple[str, list]:
     return _browser("--dump-dom", path=path, fragment=fragment)
+
+
+def dump_doms(paths: list) -> dict:
+    """Load many pages (files in one folder) in one browser run: a harness page holds each in an iframe
+    and, once all have loaded, copies each frame's DOM into a textarea. Returns {path: (DOM, console lines
+    from that page)}; a frame whose DOM cannot be read fails the harness's script, so its console too."""
+    folder = paths[0].parent
+    frames = "".join(f'<iframe src="{p.name}"></iframe>' for p in paths)
+    harness = folder / "harness.html"
+    harness.write_text(
+        f"<!DOCTYPE html><html><body>{frames}<script>\n"
+        "window.addEventListener('load', function () {\n"
+        "  document.querySelectorAll('iframe').forEach(function (frame, i) {\n"
+        "    var copy = document.createElement('textarea');\n"
+        "    copy.id = 'page-' + i;\n"
+        "    copy.textContent = frame.contentDocument.documentElement.outerHTML;\n"
+        "    document.body.appendChild(copy);\n"
+        "  });\n"
+        "});\n</script></body></html>")
+    dom, console = _browser("--allow-file-access-from-files", "--dump-dom", path=harness)
+    copies = {e.attrs["id"]: e.text for e in parse(dom) if e.tag == "textarea"}
+    assert len(copies) == len(paths), console
+    harness_errors = [line for line in console if harness.name in line]
+    assert harness_errors == []
+    return {p: (copies[f"page-{i}"], [line for line in console if f"/{p.name} " in line or f"/{p.name}\"" in line])
+            for i, p in enumerate(paths)}
 
 
 class Element:
@@ -156,9 +181,10 @@ def shipped_pages(tmp_path_factory):
         path.write_text(html, encoding="utf-8")
         pages[name] = {"json": json.loads(render(report, "json")), "path": path, "html": html}
     if CHROMIUM:
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            for name, (dom, console) in zip(pages, pool.map(dump_dom, [p["path"] for p in pages.values()])):
-                pages[name].update(dom=dom, console=console, elements=parse(dom))
+        loaded = dump_doms([p["path"] for p in pages.values()])
+        for page in pages.values():
+            dom, console = loaded[page["path"]]
+            page.update(dom=dom, console=console, elements=parse(dom))
     return pages
 
 
@@ -202,27 +228,46 @@ def test_pages_load_in_chromium_without_console_errors(shipped_pages):
 def test_dom_numbers_equal_the_json_report(shipped_pages):
     need_browser()
     for name, page in shipped_pages.items():
-        report, elements = page["json"], page["elements"]
-        total = by_id(elements, "total-cost")
-        assert value(total) == report["cost"]["total_usd"], name
-        assert total.text == usd(report["cost"]["total_usd"]), name
-        assert value(by_id(elements, "bisection")) == report["bisection"]["gbps"], name
-        assert value(by_id(elements, "switches-total")) == report["fabric"]["switches"]["total"], name
-        tiers = {e.attrs["data-switches-tier"]: e for e in elements if "data-switches-tier" in e.attrs}
-        assert set(tiers) == set(report["fabric"]["switches"]["by_tier"]), name
-        for tier, count in report["fabric"]["switches"]["by_tier"].items():
-            assert value(tiers[tier]) == count and tiers[tier].text == f"{count:,}", (name, tier)
-        rows = {e.attrs["data-collective"]: e for e in elements
-                if e.tag == "tr" and "data-collective" in e.attrs and e.attrs.get("class") != "bottleneck-row"}
-        assert list(rows) == [c["name"] for c in report["collectives"]], name
-        for c in report["collectives"]:
-            cells = {e.attrs["data-field"]: e for e in rows[c["name"]].iter() if "data-field" in e.attrs}
-            for field in ("time_s", "busbw_GBps", "algbw_GBps"):
-                assert value(cells[field]) == c[field], (name, c["name"], field)
-            if c["busbw_GBps"] is not None:
-                shown = float(cells["busbw_GBps"].text.replace(",", ""))
-                assert shown == pytest.approx(c["busbw_GBps"], rel=1e-3), (name, c["name"])
-                assert float(cells["time_s"].text.replace(",", "")) == pytest.approx(c["time_s"] * 1e3, rel=1e-3)
+        assert_numbers_equal(page["json"], page["elements"], name)
+
+
+def test_with_scripts_off_every_number_is_on_the_page(shipped_pages):
+    """The page as written, before any script runs (what a browser with scripts off shows), has every
+    figure; and the scripts add none (the figures after they ran are the same)."""
+    for name, page in shipped_pages.items():
+        written = parse(page["html"])
+        assert_numbers_equal(page["json"], written, name)
+        assert all("hidden" in e.attrs for e in written if e.tag == "input"), name   # no dead filter boxes
+    need_browser()
+    for name, page in shipped_pages.items():
+        figures = [sorted(e.attrs["data-value"] for e in elements if "data-value" in e.attrs)
+                   for elements in (parse(page["html"]), page["elements"])]
+        assert figures[0] == figures[1], name
+
+
+def assert_numbers_equal(report: dict, elements: list, name: str) -> None:
+    """Total cost, switches per tier, each collective's time, algbw and busbw, and bisection: the exact
+    figure (data-value) equal to the JSON report's, and the text shown agreeing with it."""
+    total = by_id(elements, "total-cost")
+    assert value(total) == report["cost"]["total_usd"], name
+    assert total.text == usd(report["cost"]["total_usd"]), name
+    assert value(by_id(elements, "bisection")) == report["bisection"]["gbps"], name
+    assert value(by_id(elements, "switches-total")) == report["fabric"]["switches"]["total"], name
+    tiers = {e.attrs["data-switches-tier"]: e for e in elements if "data-switches-tier" in e.attrs}
+    assert set(tiers) == set(report["fabric"]["switches"]["by_tier"]), name
+    for tier, count in report["fabric"]["switches"]["by_tier"].items():
+        assert value(tiers[tier]) == count and tiers[tier].text == f"{count:,}", (name, tier)
+    rows = {e.attrs["data-collective"]: e for e in elements
+            if e.tag == "tr" and "data-collective" in e.attrs and e.attrs.get("class") != "bottleneck-row"}
+    assert list(rows) == [c["name"] for c in report["collectives"]], name
+    for c in report["collectives"]:
+        cells = {e.attrs["data-field"]: e for e in rows[c["name"]].iter() if "data-field" in e.attrs}
+        for field in ("time_s", "busbw_GBps", "algbw_GBps"):
+            assert value(cells[field]) == c[field], (name, c["name"], field)
+        if c["busbw_GBps"] is not None:
+            shown = float(cells["busbw_GBps"].text.replace(",", ""))
+            assert shown == pytest.approx(c["busbw_GBps"], rel=1e-3), (name, c["name"])
+            assert float(cells["time_s"].text.replace(",", "")) == pytest.approx(c["time_s"] * 1e3, rel=1e-3)
 
 
 def test_131k_pages_aggregate_instead_of_listing_links(shipped_pages):
