@@ -289,7 +289,7 @@ def test_multi_site_page_has_sites_wan_and_its_chart(shipped_pages):
     assert [e.attrs["data-scheme"] for e in elements if "data-scheme" in e.attrs] == \
         [s["label"] for s in report["wan_requirement"]["schemes"]]
     chart = next(e for e in elements if e.tag == "svg" and "WAN" in e.attrs.get("aria-label", ""))
-    lines = [e for e in chart.iter() if e.tag == "polyline"]
+    lines = [e for e in chart.iter() if e.tag == "polyline" and e.attrs["class"].startswith("series")]
     assert len(lines) == len(report["wan_requirement"]["curve"]["utilization"])
 
 

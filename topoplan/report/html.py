@@ -76,11 +76,12 @@ def _shape(tag: str, title: str | None = None, text: str | None = None, **attrs)
                                   for k, v in attrs.items()}, "title": title, "text": text}
 
 
-def stacked_bars(rows: list, unit: str, width: int = 600) -> dict:
-    """Horizontal stacked bars: ``rows`` = [(label, [(value, css class, tooltip), ...])]."""
+def stacked_bars(rows: list, total_text, width: int = 600) -> dict:
+    """Horizontal stacked bars: ``rows`` = [(label, [(value, css class, tooltip), ...])]; each bar ends with
+    ``total_text(its total)``."""
     label_w, bar_h, gap, top = 120, 20, 7, 6
     total = max([sum(v for v, _, _ in parts) for _, parts in rows] + [1e-300])
-    scale = (width - label_w - 90) / total
+    scale = (width - label_w - 110) / total
     shapes = []
     for i, (label, parts) in enumerate(rows):
         y = top + i * (bar_h + gap)
@@ -92,7 +93,7 @@ def stacked_bars(rows: list, unit: str, width: int = 600) -> dict:
             shapes.append(_shape("rect", title=tip, x=x, y=float(y), width=w, height=float(bar_h),
                                  **{"class": css}))
             x += w
-        shapes.append(_shape("text", text=f"{_sig(sum(v for v, _, _ in parts))} {unit}", x=x + 4,
+        shapes.append(_shape("text", text=total_text(sum(v for v, _, _ in parts)), x=x + 4,
                              y=y + bar_h * 0.7, **{"class": "value"}))
     height = top * 2 + len(rows) * (bar_h + gap)
     return {"width": width, "height": height, "shapes": shapes}
@@ -145,7 +146,8 @@ def scatter(points: list, x_label: str, y_label: str, lines: list = (), width: i
     """Points ``{"x", "y", "class", "title"}`` on linear or log axes (log where a span passes 3x), with
     optional polylines ``[[(x, y), ...], css class]``."""
     left, right, top, bottom = 70, 16, 12, 44
-    xs, ys = [p["x"] for p in points], [p["y"] for p in points]
+    xs = [p["x"] for p in points] + [x for line, _ in lines for x, _ in line] or [1.0]
+    ys = [p["y"] for p in points] + [y for line, _ in lines for _, y in line] or [1.0]
     positive_x, positive_y = all(x > 0 for x in xs), all(y > 0 for y in ys)
     x_log = positive_x and max(xs) > 3 * min(xs) if x_log is None else x_log and positive_x
     y_log = positive_y and max(ys) > 3 * min(ys) if y_log is None else y_log and positive_y
@@ -193,7 +195,7 @@ CATEGORY_CLASSES = ("switches", "nics", "transceivers", "cables", "ocs", "wan")
 def _cost_chart(report: dict) -> dict:
     parts = [(v, f"cat-{k}" if k in CATEGORY_CLASSES else "cat-other", f"{k}: {usd(v)}")
              for k, v in report["cost"]["by_category"].items() if v]
-    return stacked_bars([("network", parts)], "USD")
+    return stacked_bars([("network", parts)], usd)
 
 
 def _collective_chart(report: dict) -> dict | None:
@@ -207,7 +209,7 @@ def _collective_chart(report: dict) -> dict | None:
                                  ((c["time_s"] - latency) * 1e3, "bandwidth",
                                   f"{c['name']}: bandwidth {_ms(c['time_s'] - latency)} ms, "
                                   f"busbw {_sig(c['busbw_GBps'])} GB/s, bound by {c['bottleneck']}")]))
-    return stacked_bars(bars, "ms")
+    return stacked_bars(bars, lambda ms: f"{_sig(ms)} ms")
 
 
 def _wan_chart(report: dict) -> dict:
@@ -219,7 +221,10 @@ def _wan_chart(report: dict) -> dict:
         lines.append((pairs, f"series s{i % 6}"))
         points += [{"x": g, "y": u, "class": f"dot s{i % 6}", "r": 2.5,
                     "title": f"{label}: {gbps(g)} WAN, utilisation {u:.1f}%"} for g, u in pairs]
-    total = report["wan"]["total_gbps"]
+    total, target = report["wan"]["total_gbps"], 100 * need["target_utilization"]
+    if x and total:
+        lines.append(([(total, 0.0), (total, 100.0)], "marker"))
+        lines.append(([(min(x + [total]), target), (max(x + [total]), target)], "marker target"))
     chart = scatter(points, "total WAN bandwidth (Gb/s)", "utilisation (%)", lines, width=640, x_log=True,
                     y_log=False)
     chart["legend"] = [(label, f"s{i % 6}") for i, label in enumerate(need["curve"]["utilization"])]
