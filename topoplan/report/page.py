@@ -20,7 +20,8 @@ HOTTEST_PER_COLLECTIVE = 5
 
 
 def page_extras(evaluation, report: dict) -> dict:
-    return {"links": link_detail(evaluation), "structure": structure(evaluation), "targets": targets(evaluation, report)}
+    return {"links": link_detail(evaluation), "structure": structure(evaluation),
+            "targets": targets(evaluation, report)}
 
 
 def _site_evaluations(evaluation):
