@@ -507,6 +507,40 @@ def case_optimize_360_dask():
                    "byte-identical": one == two}, speedup >= 1.8 and one == two
 
 
+def case_html_report_131k():
+    """`topoplan report --format html -o` against `--format json -o`, end to end in one process (evaluation included), on the two shipped 131,072-GPU designs (designs/fat-tree-131k-twin-plane.yaml, designs/llama3-405b-131k.yaml) and benchmarks/specs/report-131k.yaml: median of 3 alternating runs after a warm-up; issue 22: the page <= 2 MB and written in <= 2x the JSON report's time."""
+    import statistics
+    import tempfile
+
+    from click.testing import CliRunner
+
+    from topoplan.cli import main
+
+    figures, ok, total = {}, True, 0.0
+    with tempfile.TemporaryDirectory() as folder:
+        for spec in ("designs/fat-tree-131k-twin-plane.yaml", "designs/llama3-405b-131k.yaml",
+                     "benchmarks/specs/report-131k.yaml"):
+            times = {"json": [], "html": []}
+            for fmt in ("json", "json", "html", "json", "html", "json", "html"):
+                out = os.path.join(folder, f"r.{fmt}")
+                start = time.perf_counter()
+                result = CliRunner().invoke(main, ["report", str(ROOT / spec), "--format", fmt, "-o", out])
+                elapsed = time.perf_counter() - start
+                if result.exit_code:
+                    raise RuntimeError(result.output)
+                times[fmt].append(elapsed)
+            json_s, html_s = statistics.median(times["json"][1:]), statistics.median(times["html"])
+            size = os.path.getsize(os.path.join(folder, "r.html"))
+            name = Path(spec).stem
+            figures[f"{name} json s"] = round(json_s, 2)
+            figures[f"{name} html s"] = round(html_s, 2)
+            figures[f"{name} ratio"] = round(html_s / json_s, 2)
+            figures[f"{name} html kB"] = round(size / 1e3, 1)
+            ok = ok and html_s <= 2 * json_s and size <= 2 * 2**20
+            total += html_s
+    return total, figures, ok
+
+
 def stream_space(path: Path) -> Path:
     """10^5 small candidates: 8 to 1,000 GPUs x 2 servers x 2 families x 5 switches x 20 ratios x 2 planes."""
     import yaml
@@ -629,6 +663,7 @@ CASES = {
     **{f"export-131k-{fmt}": (_export_case(fmt), 10.0, None)
        for fmt in ("slurm-tree", "slurm-block", "astra-sim", "simai", "htsim", "infragraph", "ibnetdiscover")},
     "import-ibnetdiscover-16k": (case_import_ibnetdiscover_16k, 10.0, None),
+    "html-report-131k": (case_html_report_131k, None, None),
 }
 
 

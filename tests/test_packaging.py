@@ -21,3 +21,10 @@ def test_every_subpackage_is_installed():
 def test_console_script_points_at_the_cli():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert config["project"]["scripts"]["topoplan"] == "topoplan.cli:main"
+
+
+def test_html_templates_ship_as_package_data():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = config["package-data"]["topoplan.report"]
+    templates = sorted(p.relative_to(ROOT / "topoplan" / "report") for p in (ROOT / "topoplan/report/templates").iterdir())
+    assert templates and all(any(t.match(pattern) for pattern in patterns) for t in templates), templates

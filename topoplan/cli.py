@@ -41,6 +41,24 @@ def format_option(func):
                         help="Output format: table for terminals, markdown for pull requests, json for tools.")(func)
 
 
+PAGE_FORMATS = FORMATS + ("html",)   # report, optimize and compare also write one self-contained HTML page
+
+
+def page_format_option(func):
+    return click.option("--format", "fmt", type=click.Choice(PAGE_FORMATS), default="table", show_default=True,
+                        help="Output format: table for terminals, markdown for pull requests, json for tools, "
+                             "html for one self-contained page (needs -o FILE).")(func)
+
+
+def check_html_output(fmt: str, output: str | None) -> None:
+    """HTML goes to a file: refuse it on standard output (exit 2, with the fix)."""
+    if fmt == "html" and output is None:
+        from .errors import Problem, SpecError
+
+        raise SpecError([Problem("--format", 0, "", "an HTML page is written to a file, not to the terminal",
+                                 "add -o FILE.html, then open the file in a browser")])
+
+
 def output_option(func):
     return click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
                         help="Write to FILE instead of standard output (written whole or not at all).")(func)
@@ -533,7 +551,7 @@ def _check_output_directory(path: str, spec: str) -> None:
 
 @main.command()
 @click.argument("spec", type=click.Path(), required=False)
-@format_option
+@page_format_option
 @output_option
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Also write charts to DIR: link utilization by tier and time per collective (PNG).")
@@ -556,7 +574,9 @@ def report(spec, fmt, output, plots_dir, fabric_file, server_id, switch_id, cata
       topoplan report designs/llama3-405b-2-sites.yaml --plots charts/   # WAN bandwidth vs utilisation
       ibnetdiscover > fabric.txt;  topoplan report --fabric fabric.txt --server dgx-h100
       topoplan report designs/fat-tree-1k.yaml --fabric fabric.txt    the design's workload on the real fabric
+      topoplan report designs/fat-tree-1k.yaml --format html -o report.html   # one page, opens offline
     """
+    check_html_output(fmt, output)
     check_outputs([output], [spec, fabric_file, *catalog_files])
     if plots_dir and os.path.exists(plots_dir) and not os.path.isdir(plots_dir):
         raise _cannot_write(plots_dir, "it is a file, not a directory", "name a directory for the charts")
@@ -571,7 +591,13 @@ def report(spec, fmt, output, plots_dir, fabric_file, server_id, switch_id, cata
         evaluation = evaluate(_imported_design(spec, fabric_file, server_id, switch_id, catalog), catalog,
                               progress=Progress("report"))
     result = build_report(evaluation)
-    write_output(render(result, fmt), output)
+    if fmt == "html":
+        from .report.html import render_report_html
+        from .report.page import page_extras
+
+        write_output(render_report_html(result, page_extras(evaluation, result)), output)
+    else:
+        write_output(render(result, fmt), output)
     if plots_dir:
         from .report import plots
 
@@ -814,7 +840,7 @@ def _evaluate_source(source: str, catalog, command: str = "compare"):
 @main.command()
 @click.argument("base")
 @click.argument("head")
-@format_option
+@page_format_option
 @output_option
 @catalog_option
 @handle_errors
@@ -827,7 +853,9 @@ def compare(base, head, fmt, output, catalog_files):
     Examples:
       topoplan compare designs/fat-tree-16k.yaml designs/rail-b200-16k.yaml
       topoplan compare main:designs/pod.yaml designs/pod.yaml --format markdown -o comment.md
+      topoplan compare main:designs/pod.yaml designs/pod.yaml --format html -o compare.html
     """
+    check_html_output(fmt, output)
     check_outputs([output], [base, head, *catalog_files])
     from .report.writers import render_compare
     from .review import compare_reports
@@ -835,8 +863,15 @@ def compare(base, head, fmt, output, catalog_files):
     catalog = _catalog(catalog_files)
     base_data, base_eval = _evaluate_source(base, catalog)
     head_data, head_eval = _evaluate_source(head, catalog)
-    comparison = compare_reports(base, head, base_data, head_data, build_report(base_eval), build_report(head_eval))
-    write_output(render_compare(comparison, fmt), output)
+    head_report = build_report(head_eval)
+    comparison = compare_reports(base, head, base_data, head_data, build_report(base_eval), head_report)
+    if fmt == "html":
+        from .report.html import render_compare_html
+        from .report.page import targets
+
+        write_output(render_compare_html(comparison, targets(head_eval, head_report)), output)
+    else:
+        write_output(render_compare(comparison, fmt), output)
 
 
 def _size_option(text: str) -> int:
@@ -993,7 +1028,7 @@ def schema(output, catalog_files):
 
 @main.command()
 @click.argument("space_file", metavar="SPACE", type=click.Path())
-@format_option
+@page_format_option
 @output_option
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Cost vs completion-time chart with the Pareto front (.png or .svg), and FILE-cost: the "
@@ -1020,11 +1055,13 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, execu
       topoplan optimize designs/spaces/headline.yaml --workers 2 --plot headline.png
       topoplan optimize space.yaml --workers 2 --plot pareto.png --emit-specs chosen/ --format markdown
       topoplan optimize space.yaml --executor dask --scheduler tcp://10.0.0.1:8786 --format json
+      topoplan optimize designs/spaces/small.yaml --format html -o front.html
     Results are cached by content (--cache DIR, --no-cache): a candidate whose resolved spec and
     catalog entries are unchanged is read back, not evaluated again.
     """
     plot_outputs = [plot_file, f"{os.path.splitext(plot_file)[0]}-cost{os.path.splitext(plot_file)[1] or '.png'}"] \
         if plot_file else []
+    check_html_output(fmt, output)
     check_outputs([output, *plot_outputs], [space_file, *catalog_files])
     if emit_dir and os.path.exists(emit_dir) and not os.path.isdir(emit_dir):
         raise _cannot_write(emit_dir, "it is a file, not a directory", "name a directory for the emitted specs")
@@ -1063,7 +1100,12 @@ def optimize(space_file, fmt, output, plot_file, emit_dir, max_candidates, execu
         raise SpecError([Problem(space_file, 0, "", f"no candidate is feasible: {n} x {reason}",
                                  "relax the constraints or widen the space")
                          for reason, n in data["infeasible"]["reasons"].items()])
-    write_output(render_optimize(data, fmt), output)
+    if fmt == "html":
+        from .report.html import render_optimize_html
+
+        write_output(render_optimize_html(data), output)
+    else:
+        write_output(render_optimize(data, fmt), output)
     if plot_file:
         from .report import plots
 
