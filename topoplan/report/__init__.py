@@ -66,6 +66,31 @@ def _collective(result) -> dict:
     return out
 
 
+def switch_counts(topology) -> dict:
+    """Packet and circuit switches: total, per tier and per catalog model."""
+    mask = (topology.kind == KIND["switch"]) | (topology.kind == KIND["ocs"])
+    by_model: dict[str, int] = {}
+    if mask.any():
+        models, counts = np.unique(topology.model[mask], return_counts=True)
+        by_model = {topology.models[m]: int(c) for m, c in zip(models, counts)}
+    return {"total": int(mask.sum()), "by_tier": topology.switches_by_tier(), "by_model": dict(sorted(by_model.items()))}
+
+
+def cost_section(bom, gpus: int, injection_gbps_per_gpu: float, bisection_gbps: float, servers_usd: float,
+                 note: str) -> dict:
+    """The report's ``cost``: the network's bill of materials in total, per GPU and per unit of bandwidth."""
+    return {
+        "total_usd": _money(bom.total_usd),
+        "per_gpu_usd": _money(bom.total_usd / gpus),
+        "per_injection_gbps_usd": _per(bom.total_usd, gpus * injection_gbps_per_gpu),
+        "per_bisection_gbps_usd": _per(bom.total_usd, bisection_gbps),
+        "per_gpu_bisection_gbps_usd": _per(bom.total_usd / gpus, bisection_gbps / (gpus / 2) if gpus > 1 else 0.0),
+        "by_category": {c: _money(v) for c, v in bom.by_category().items()},
+        "servers_usd": _money(servers_usd),
+        "note": note,
+    }
+
+
 def build_report(evaluation) -> dict:
     if evaluation.topology.layout.family == "multi-site":
         from .sites import build_sites_report
@@ -73,11 +98,6 @@ def build_report(evaluation) -> dict:
         return build_sites_report(evaluation)
     design, topology, bom = evaluation.design, evaluation.topology, evaluation.bom
     layout = topology.layout
-    switch_mask = (topology.kind == KIND["switch"]) | (topology.kind == KIND["ocs"])
-    by_model: dict[str, int] = {}
-    if switch_mask.any():
-        models, counts = np.unique(topology.model[switch_mask], return_counts=True)
-        by_model = {topology.models[m]: int(c) for m, c in zip(models, counts)}
     links_by_tier = topology.links_by_tier()
     gpus = design.gpus
     cut = evaluation.bisection
@@ -99,23 +119,11 @@ def build_report(evaluation) -> dict:
             "injection_gbps_per_gpu": float(layout.injection_gbps_per_gpu),
             "oversubscription": dict(design.fabric.oversubscription),
             "pods": _pods(layout),
-            "switches": {
-                "total": int(switch_mask.sum()),
-                "by_tier": topology.switches_by_tier(),
-                "by_model": dict(sorted(by_model.items())),
-            },
+            "switches": switch_counts(topology),
             "links": {"total": int(sum(links_by_tier.values())), "by_tier": links_by_tier},
         },
-        "cost": {
-            "total_usd": _money(bom.total_usd),
-            "per_gpu_usd": _money(bom.total_usd / gpus),
-            "per_injection_gbps_usd": _per(bom.total_usd, gpus * layout.injection_gbps_per_gpu),
-            "per_bisection_gbps_usd": _per(bom.total_usd, cut.gbps),
-            "per_gpu_bisection_gbps_usd": _per(bom.total_usd / gpus, cut.gbps / (gpus / 2) if gpus > 1 else 0.0),
-            "by_category": {c: _money(v) for c, v in bom.by_category().items()},
-            "servers_usd": _money(bom.server_price_usd * bom.servers),
-            "note": "network only (switches, NICs, optics, cables, OCS); prices are catalog estimates",
-        },
+        "cost": cost_section(bom, gpus, layout.injection_gbps_per_gpu, cut.gbps, bom.server_price_usd * bom.servers,
+                             "network only (switches, NICs, optics, cables, OCS); prices are catalog estimates"),
         "power": {"total_w": round(bom.power_w, 1), "per_gpu_w": round(bom.power_w / gpus, 2)},
         "bisection": {
             "gbps": _num(cut.gbps),

@@ -3,13 +3,11 @@ joined cluster, plus ``sites``, ``wan`` and ``training.cross_site`` / ``wan_requ
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import __version__
 from ..cost import CATEGORIES
 from ..sites import SCHEME_TEXT
-from ..topology import KIND, LINK_TIERS
-from . import _collective, _money, _num, _per, _training
+from ..topology import LINK_TIERS
+from . import _collective, _money, _num, _training, cost_section, switch_counts
 from .writers import _heading, _training_text, count, gbps, table, usd, watts
 
 CATEGORY_ORDER = CATEGORIES + ("wan",)
@@ -19,9 +17,6 @@ TIER_ORDER = LINK_TIERS
 def build_sites_report(evaluation) -> dict:
     multi, topology, bom, cut = evaluation.design, evaluation.topology, evaluation.bom, evaluation.bisection
     layout = topology.layout
-    switch_mask = (topology.kind == KIND["switch"]) | (topology.kind == KIND["ocs"])
-    models, counts = np.unique(topology.model[switch_mask], return_counts=True)
-    by_model = {topology.models[m]: int(c) for m, c in zip(models, counts)}
     links_by_tier = topology.links_by_tier()
     gpus = multi.gpus
     server_ids = sorted({s.design.cluster.server for s in multi.sites})
@@ -37,20 +32,12 @@ def build_sites_report(evaluation) -> dict:
             "link_gbps": float(layout.link_gbps),
             "link_gbps_by_tier": topology.link_gbps_by_tier(),
             "injection_gbps_per_gpu": float(layout.injection_gbps_per_gpu),
-            "switches": {"total": int(switch_mask.sum()), "by_tier": topology.switches_by_tier(),
-                         "by_model": dict(sorted(by_model.items()))},
+            "switches": switch_counts(topology),
             "links": {"total": int(sum(links_by_tier.values())), "by_tier": links_by_tier},
         },
-        "cost": {
-            "total_usd": _money(bom.total_usd),
-            "per_gpu_usd": _money(bom.total_usd / gpus),
-            "per_injection_gbps_usd": _per(bom.total_usd, gpus * layout.injection_gbps_per_gpu),
-            "per_bisection_gbps_usd": _per(bom.total_usd, cut.gbps),
-            "by_category": {c: _money(v) for c, v in bom.by_category().items()},
-            "servers_usd": _money(servers_usd),
-            "note": "network only (the sites' switches, NICs, optics, cables, OCS; the border tier; the WAN "
-                    "links as priced in the spec); prices are catalog estimates",
-        },
+        "cost": cost_section(bom, gpus, layout.injection_gbps_per_gpu, cut.gbps, servers_usd,
+                             "network only (the sites' switches, NICs, optics, cables, OCS; the border tier; "
+                             "the WAN links as priced in the spec); prices are catalog estimates"),
         "power": {"total_w": round(bom.power_w, 1), "per_gpu_w": round(bom.power_w / gpus, 2)},
         "bisection": {"gbps": _num(cut.gbps), "per_gpu_gbps": _num(cut.gbps / (gpus / 2)), "method": cut.method,
                       "permutation_per_gpu_gbps": None, "permutation_note": cut.permutation_note},
