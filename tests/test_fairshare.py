@@ -1,0 +1,131 @@
+"""The max-min fair solver (flow/fairshare.py) against closed forms and its defining properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from topoplan.flow.fairshare import Incidence, completion_times, max_min_rates
+
+
+def paths(*flows):
+    """CSR of flows given as lists of arc ids."""
+    arc_ptr = np.concatenate([[0], np.cumsum([len(f) for f in flows])])
+    return arc_ptr, np.array([a for f in flows for a in f], dtype=np.int64)
+
+
+def rates(flows, capacity):
+    arc_ptr, arcs = paths(*flows)
+    capacity = np.asarray(capacity, dtype=float)
+    return max_min_rates(Incidence.of(arc_ptr, arcs, capacity.size), capacity, np.ones(len(flows), dtype=bool))[0]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 64])
+def test_k_flows_on_one_bottleneck_get_one_kth_each(k):
+    got = rates([[0]] * k, [10.0])
+    assert got == pytest.approx(np.full(k, 10.0 / k), rel=1e-12)
+
+
+def test_parking_lot_gives_the_textbook_max_min_rates():
+    # two links in a row; the long flow crosses both, one short flow per link
+    assert rates([[0, 1], [0], [1]], [1.0, 1.0]) == pytest.approx([0.5, 0.5, 0.5])
+    # unequal capacities (Bertsekas & Gallager's example): the short flow on the larger link takes what the
+    # long flow, held at 1/2 by the smaller link, leaves
+    assert rates([[0, 1], [0], [1]], [1.0, 2.0]) == pytest.approx([0.5, 0.5, 1.5])
+    # three links, two short flows on the middle one: the long flow is held at 1/3 there
+    assert rates([[0, 1, 2], [0], [1], [1], [2]], [1.0, 1.0, 1.0]) == pytest.approx([1/3, 2/3, 1/3, 1/3, 2/3])
+
+
+def test_unequal_sizes_follow_the_hand_worked_event_sequence():
+    """Arcs X=0, Y=1, W=2 of 1 byte/s. A (2 bytes) crosses X and Y, B (2 bytes) X and W; C1, C2 (1 byte)
+    cross Y, D1, D2 (1 byte) cross W.
+
+    t=0: Y and W each hold 3 flows, so every flow runs at 1/3 (X, with A and B at 1/3, is 2/3 busy).
+    t=3: C1, C2, D1, D2 are done; A and B have 1 byte left and share X at 1/2 each.
+    t=5: A and B are done. The busiest arc carries 4 bytes (X: A + B; Y: A + C1 + C2), so its load over its
+    capacity says 4 s: the last flow is a second later, because X idled at 2/3 while Y and W held A and B."""
+    arc_ptr, arcs = paths([0, 1], [0, 2], [1], [1], [2], [2])
+    size = np.array([2.0, 2.0, 1.0, 1.0, 1.0, 1.0])
+    capacity = np.ones(3)
+    times = completion_times(arc_ptr, arcs, size, capacity)
+    assert times.completion_s == pytest.approx([5.0, 5.0, 3.0, 3.0, 3.0, 3.0])
+    assert times.events == 2
+    load = np.bincount(arcs, weights=np.repeat(size, np.diff(arc_ptr)), minlength=3)
+    assert (load / capacity).max() == pytest.approx(4.0)
+    assert times.completion_s.max() > (load / capacity).max()
+
+
+def test_staggered_starts():
+    # one link of 1 byte/s: A (2 bytes) from 0, B (1 byte) from 1. A runs alone until 1 and has 1 byte
+    # left; then both at 1/2, and both end at 3
+    arc_ptr, arcs = paths([0], [0])
+    times = completion_times(arc_ptr, arcs, np.array([2.0, 1.0]), np.ones(1), start_s=np.array([0.0, 1.0]))
+    assert times.completion_s == pytest.approx([3.0, 3.0])
+    # a gap: B starts after A is done
+    times = completion_times(arc_ptr, arcs, np.array([1.0, 1.0]), np.ones(1), start_s=np.array([0.0, 5.0]))
+    assert times.completion_s == pytest.approx([1.0, 6.0])
+
+
+def test_flows_without_bytes_or_arcs_complete_at_once():
+    arc_ptr, arcs = paths([0], [], [0])
+    times = completion_times(arc_ptr, arcs, np.array([1.0, 5.0, 0.0]), np.ones(1))
+    assert times.completion_s.tolist() == [1.0, 0.0, 0.0]
+
+
+@st.composite
+def instances(draw, equal=False):
+    num_arcs = draw(st.integers(1, 6))
+    count = draw(st.integers(1, 12))
+    flows = [sorted(draw(st.sets(st.integers(0, num_arcs - 1), min_size=1, max_size=num_arcs)))
+             for _ in range(count)]
+    if equal:
+        capacity = np.full(num_arcs, 3.0)
+        size = np.full(count, 2.0)
+    else:
+        capacity = np.array(draw(st.lists(st.integers(1, 9), min_size=num_arcs, max_size=num_arcs)), dtype=float)
+        size = np.array(draw(st.lists(st.integers(1, 9), min_size=count, max_size=count)), dtype=float)
+    return flows, capacity, size
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances())
+def test_rates_respect_capacity_and_every_flow_has_a_bottleneck(instance):
+    flows, capacity, _ = instance
+    got = rates(flows, capacity)
+    arc_ptr, arcs = paths(*flows)
+    on_arc = np.bincount(arcs, weights=np.repeat(got, np.diff(arc_ptr)), minlength=capacity.size)
+    assert (on_arc <= capacity * (1 + 1e-9)).all()
+    for i, flow in enumerate(flows):
+        # a bottleneck: a full arc on its path where no flow runs faster
+        assert any(on_arc[a] >= capacity[a] * (1 - 1e-9) and
+                   all(got[j] <= got[i] * (1 + 1e-9) for j, other in enumerate(flows) if a in other)
+                   for a in flow), (flows, capacity, got)
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances(equal=True))
+def test_equal_flows_started_together_end_when_the_hottest_arc_drains(instance):
+    flows, capacity, size = instance
+    arc_ptr, arcs = paths(*flows)
+    times = completion_times(arc_ptr, arcs, size, capacity)
+    hottest = np.bincount(arcs, minlength=capacity.size).max()
+    assert times.completion_s.max() == pytest.approx(hottest * size[0] / capacity[0], rel=1e-9)
+
+
+def test_forty_thousand_flows_on_a_thousand_gpu_fabric():
+    """The issue's size (40k flows on a 1k-GPU two-tier fabric): every GPU sends one equal flow to each of 39
+    others, paths hashed at random over 64 spine links: the last flow is the hottest arc's count."""
+    rng = np.random.default_rng(0)
+    gpus, per_gpu = 1024, 39
+    src = np.repeat(np.arange(gpus), per_gpu)
+    dst = (src + 1 + np.tile(np.arange(per_gpu), gpus) * 7) % gpus
+    up, spine, down = src, gpus + rng.integers(0, 64, src.size), gpus + 64 + dst
+    arcs = np.column_stack([up, spine, down]).ravel()
+    arc_ptr = np.arange(0, arcs.size + 1, 3)
+    capacity = np.concatenate([np.full(gpus, 1.0), np.full(64, 16.0), np.full(gpus, 1.0)])
+    times = completion_times(arc_ptr, arcs, np.ones(src.size), capacity)
+    counts = np.bincount(arcs, minlength=capacity.size) / capacity
+    assert times.completion_s.max() == pytest.approx(counts.max(), rel=1e-9)
+    assert times.completion_s.mean() <= counts.max()
