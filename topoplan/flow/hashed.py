@@ -34,8 +34,24 @@ def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     return route_seeds(topology, demand, [seed], qps, arc_mask)[0]
 
 
+def flow_paths(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
+               arc_mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each flow's hashed path, as the fair-share solver takes it (``fairshare.completion_times``):
+    ``(arc_ptr, arcs, bytes)``, flow ``i`` (queue pairs listed one after another per pair, in the order of
+    ``demand.pairs()``) crossing ``arcs[arc_ptr[i]:arc_ptr[i + 1]]``; unreachable flows have no arcs."""
+    hops: list = []
+    route_seeds(topology, demand, [seed], qps, arc_mask, hops)
+    flows = int((demand.pairs()[0]).size) * qps
+    flow = np.concatenate([h[0] for h in hops]) if hops else np.zeros(0, dtype=np.int64)
+    arcs = np.concatenate([h[1] for h in hops]) if hops else np.zeros(0, dtype=np.int64)
+    order = np.argsort(flow, kind="stable")   # hops were recorded in path order
+    arc_ptr = np.concatenate([[0], np.cumsum(np.bincount(flow, minlength=flows))])
+    size = np.repeat(demand.pairs()[2] / qps, qps)
+    return arc_ptr, arcs[order], size
+
+
 def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
-                arc_mask: np.ndarray | None = None) -> list[Routed]:
+                arc_mask: np.ndarray | None = None, hops: list | None = None) -> list[Routed]:
     """One ``Routed`` per seed. The distances to each block of destinations do not depend on the seed, so
     they are computed once for all seeds (the search is most of the work)."""
     pairs = int((demand.src != demand.dst).sum())
@@ -85,13 +101,14 @@ def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
                 out.unreachable_pairs += int(lost.sum()) // qps
                 out.unreachable_bytes += float(flow_bytes[mine][lost].sum())
             _walk(topology, out.load, dist, flow_src[mine].copy(), col, ~lost, flow_id[mine], flow_bytes[mine],
-                  seed, indptr, out_arcs, max_degree, weight, relay)
+                  seed, indptr, out_arcs, max_degree, weight, relay, hops)
     return routed
 
 
 def _walk(topology, load, dist, here, col, active, flow_id, flow_bytes, seed, indptr, out_arcs, max_degree,
-          weight, relay) -> None:
-    """Move every active flow hop by hop along one hashed shortest-path next hop, adding its bytes."""
+          weight, relay, hops: list | None = None) -> None:
+    """Move every active flow hop by hop along one hashed shortest-path next hop, adding its bytes;
+    ``hops`` (optional) gets ``(flow ids, chosen arcs)`` of every hop."""
     m = load.size
     hop = 0
     positions = np.arange(max_degree)
@@ -112,6 +129,8 @@ def _walk(topology, load, dist, here, col, active, flow_id, flow_bytes, seed, in
         rank = np.cumsum(good, axis=1) - 1
         chosen = cand[np.arange(idx.size), np.argmax(good & (rank == pick[:, None]), axis=1)]
         load += np.bincount(chosen, weights=flow_bytes[idx], minlength=m)
+        if hops is not None:
+            hops.append((flow_id[idx].astype(np.int64), chosen))
         here[idx] = topology.dst[chosen]
         active[idx] = dist[here[idx], c] > 0
         hop += 1
