@@ -148,9 +148,9 @@ def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarr
         # it was (an ended flow froze no arc below its own rate); arrivals change every level
         kept = active & (rate < floor * (1 - _TIE))
         solve = np.flatnonzero(active & ~kept)
-        left = capacity_Bps - np.bincount(paths.arc, weights=np.where(kept[paths.flow], rate[paths.flow], 0.0),
-                                          minlength=paths.num_arcs)
         if solve.size:
+            left = capacity_Bps - np.bincount(paths.arc, weights=np.where(kept[paths.flow], rate[paths.flow], 0.0),
+                                              minlength=paths.num_arcs)
             rate[solve], filled = max_min_rates(paths.subset(solve), left, np.ones(solve.size, dtype=bool))
             rounds += filled
         events += 1
