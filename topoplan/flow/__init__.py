@@ -3,13 +3,14 @@
 One facade, ``route(topology, demand, engine)`` -> ``Routed`` (bytes per arc), over the engines of one
 registry, ``ENGINES`` (the contract is in ``engine.py``):
 
-* ``ecmp``       fractional ECMP on any graph (``ecmp.py``);
+* ``ecmp``       fractional ECMP on any graph (``ecmp.py``): ideal per-packet spraying, a lower bound;
 * ``clos``       closed-form ECMP on folded-Clos fabrics (``clos.py``): stands in for ``ecmp`` where exact;
 * ``clos-failed`` ECMP by destination classes on folded-Clos fabrics with failed network links or switches
                  (``degraded.py``): stands in for ``ecmp`` there;
 * ``railx``      ECMP on RailX fabrics from the row x column structure (``railx.py``): stands in for ``ecmp``
                  where exact;
-* ``ecmp-hash``  one path per flow or queue pair by a seeded hash (``hashed.py``);
+* ``ecmp-hash``  one path per flow or queue pair by a seeded hash (``hashed.py``), flows sharing links
+                 max-min fairly (``fairshare.py``, through ``crowding.py``);
 * ``optimal``    min-max-utilization multicommodity flow (``lp.py``, OR-Tools).
 
 ``select_engine`` is the one selection policy. ``traffic.py`` compiles collectives into phases of demands,
@@ -35,23 +36,32 @@ def _closed_form(module, name: str):
     return refusal
 
 
+# the fluid ECMP engines spread every flow over all its shortest paths, as only per-packet spraying can
+SPRAYING = "ideal spraying, a lower bound"
+
 # registry order matters only among engines that stand in for the same one: the first that accepts runs
 ENGINES: dict[str, Engine] = {engine.name: engine for engine in (
     Engine("ecmp", "fractional ECMP over shortest paths, any graph",
-           route=lambda t, d, r: ecmp.route(t, d, r.arc_mask), refusal=lambda t, r: None, per_destination=True),
+           route=lambda t, d, r: ecmp.route(t, d, r.arc_mask), refusal=lambda t, r: None, per_destination=True,
+           label=SPRAYING),
     Engine("clos", "closed-form ECMP per subtree on folded-Clos and rail fabrics",
-           route=lambda t, d, r: clos.route(t, d), refusal=_closed_form(clos, "clos"), stands_in_for="ecmp"),
+           route=lambda t, d, r: clos.route(t, d), refusal=_closed_form(clos, "clos"), stands_in_for="ecmp",
+           label=SPRAYING),
     Engine("clos-failed", "ECMP by destination classes on folded-Clos fabrics with failed links or switches",
            route=lambda t, d, r: degraded.route(t, d, r.arc_mask), refusal=lambda t, r: degraded.refusal(t, r.arc_mask),
-           stands_in_for="ecmp"),
+           stands_in_for="ecmp", label=SPRAYING),
     Engine("railx", "ECMP from the row x column structure of RailX grids",
-           route=lambda t, d, r: railx.route(t, d), refusal=_closed_form(railx, "railx"), stands_in_for="ecmp"),
+           route=lambda t, d, r: railx.route(t, d), refusal=_closed_form(railx, "railx"), stands_in_for="ecmp",
+           label=SPRAYING),
     Engine("ecmp-hash", "one shortest path per flow or queue pair, by a seeded hash",
            route=lambda t, d, r: hashed.route(t, d, seed=r.seed, qps=r.qps, arc_mask=r.arc_mask),
            refusal=lambda t, r: None, seeded=True, per_destination=True,
-           route_seeds=lambda t, d, r, seeds: hashed.route_seeds(t, d, seeds, r.qps, r.arc_mask)),
+           route_seeds=lambda t, d, r, seeds: hashed.route_seeds(t, d, seeds, r.qps, r.arc_mask),
+           label="per-flow ECMP: hashed paths, max-min fair rates",
+           flow_paths=lambda t, d, r: hashed.flow_paths(t, d, seed=r.seed, qps=r.qps, arc_mask=r.arc_mask)),
     Engine("optimal", "minimum max-utilization multicommodity flow (OR-Tools LP)",
-           route=lambda t, d, r: lp.route(t, d), refusal=_closed_form(lp, "optimal")),
+           route=lambda t, d, r: lp.route(t, d), refusal=_closed_form(lp, "optimal"),
+           label="optimal multicommodity flow, a lower bound"),
 )}
 
 

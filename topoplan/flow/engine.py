@@ -49,6 +49,8 @@ class Engine:
     seeded: bool = False     # results depend on request.seed: the metrics run several seeds
     per_destination: bool = False  # cost grows with the destinations (a search per destination block)
     route_seeds: Callable | None = None  # seeded engines: (topology, demand, request, seeds) -> [Routed], at once
+    label: str = ""          # what its times assume, as reports say it
+    flow_paths: Callable | None = None   # (topology, demand, request) -> (arc_ptr, arcs, bytes): each flow's path
 
 
 def select_engine(engines: dict, topology, request: RouteRequest) -> Engine:

@@ -28,7 +28,7 @@ from ..catalog import Catalog
 from ..spec import Design
 from ..topology import KIND, LINK_TIER, MEDIUM, Topology
 from ..errors import EngineRefused
-from . import RouteRequest, Routed, ecmp, nccl, select_engine
+from . import RouteRequest, Routed, crowding, ecmp, nccl, select_engine
 from .algorithms import BY_KEY, Algorithm, plan_workload
 from .traffic import CollectivePlan, apply_pxn
 
@@ -91,6 +91,10 @@ class PhaseResult:
     unreachable_pairs: int = 0
     samples: dict = field(default_factory=dict)  # tier -> utilization of up to MAX_SAMPLES loaded links (plots)
     hottest: tuple = ()  # ((arc, utilization), ...) of the HOTTEST_ARCS busiest arcs, busiest first
+    flows_per_receiver: int = 0     # the most network flows into one GPU (incast degree)
+    oversubscription: float = 1.0   # the highest oversubscription among the tiers the phase climbs
+    flows: crowding.FlowStats | None = None   # fair-share completion times (engines with per-flow paths)
+    flows_note: str = ""            # why ``flows`` is missing under such an engine
 
     @property
     def steps(self) -> int:
@@ -109,6 +113,7 @@ class AlgorithmResult:
     phases: list
     seed_times: list = field(default_factory=list)        # ecmp-hash: time per seed (best protocol)
     seed_max_utilization: list = field(default_factory=list)
+    seed_phase_flows: list = field(default_factory=list)  # per seed, per phase: FlowStats or None
 
     @property
     def reachable(self) -> bool:
@@ -221,6 +226,10 @@ class CollectiveResult:
         return self.chosen.seed_max_utilization
 
     @property
+    def seed_phase_flows(self) -> list:
+        return self.chosen.seed_phase_flows
+
+    @property
     def size_bytes(self) -> int:
         return self.plan.collective.size_bytes
 
@@ -299,7 +308,11 @@ def _injection_arcs(topology: Topology) -> np.ndarray:
 
 
 def phase_result(topology: Topology, classes: np.ndarray, load: np.ndarray, label: str, intra_steps: int,
-                 inter_steps: int, unreachable: int = 0, capacity_gbps: np.ndarray | None = None) -> PhaseResult:
+                 inter_steps: int, unreachable: int = 0, capacity_gbps: np.ndarray | None = None,
+                 flows: crowding.FlowStats | None = None) -> PhaseResult:
+    """A phase's times and utilization from its loads; with ``flows`` (fair share over per-flow paths) its
+    bandwidth time is the last flow's completion, which equal flows started together finish exactly when
+    the hottest arc drains and unequal ones later."""
     capacity = topology.capacity_gbps if capacity_gbps is None else capacity_gbps
     seconds = load / (capacity * 1e9 / 8)      # time each arc needs for its bytes
     used = load > 0
@@ -315,11 +328,12 @@ def phase_result(topology: Topology, classes: np.ndarray, load: np.ndarray, labe
         values = utilization[used & (classes == index)]
         by_tier[ARC_CLASSES[index]] = float(values.max())
         samples[ARC_CLASSES[index]] = values[:: max(1, values.size // MAX_SAMPLES)]
-    bandwidth = None if unreachable else float(seconds[worst])
+    bandwidth = None if unreachable else max(float(seconds[worst]), flows.last_s if flows else 0.0)
     top = _hottest(seconds, worst)
     return PhaseResult(label, intra_steps, inter_steps, bandwidth, float(utilization[worst]),
                        float(np.percentile(utilization[used], 99)), ARC_CLASSES[classes[worst]], by_tier,
-                       unreachable, samples, tuple((int(a), float(utilization[a])) for a in top if used[a]))
+                       unreachable, samples, tuple((int(a), float(utilization[a])) for a in top if used[a]),
+                       oversubscription=crowding.oversubscription_crossed(topology, load), flows=flows)
 
 
 def _hottest(seconds: np.ndarray, worst: int) -> np.ndarray:
@@ -365,11 +379,19 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
                                                                          arc_mask=arc_mask)) for seed in seed_list])
         if routed_one is not None:
             routed_one(f"{plan.collective.name}: {phase.label}")
+    receivers = [crowding.flows_per_receiver(topology, demand) for demand in demands]
     per_seed = []
-    for index, _seed in enumerate(seed_list):
-        phases = [phase_result(topology, classes, routed[index].load, phase.label, phase.intra_steps,
-                               phase.inter_steps, routed[index].unreachable_pairs, capacity)
-                  for phase, routed in zip(plan.phases, by_phase)]
+    for index, seed in enumerate(seed_list):
+        phases = []
+        for phase, routed, demand, into in zip(plan.phases, by_phase, demands, receivers):
+            flows, note = None, ""
+            if chosen.flow_paths is not None and phase.load is None and not routed[index].unreachable_pairs:
+                flows, note = _fair_share(topology, chosen, demand, RouteRequest(chosen.name, seed, qps, arc_mask),
+                                          capacity, lockstep=algorithm.name != "direct")
+            result = phase_result(topology, classes, routed[index].load, phase.label, phase.intra_steps,
+                                  phase.inter_steps, routed[index].unreachable_pairs, capacity, flows)
+            result.flows_per_receiver, result.flows_note = into, note
+            phases.append(result)
         per_seed.append(AlgorithmResult(plan, algorithm, shape, timing, chosen.name, phases))
     if not chosen.seeded:
         return per_seed[0]
@@ -379,7 +401,19 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
     median = per_seed[int(np.argsort(times)[len(times) // 2])]
     median.seed_times = [None if t == np.inf else t for t in times]
     median.seed_max_utilization = [max(p.max_utilization for p in r.phases) for r in per_seed]
+    median.seed_phase_flows = [[p.flows for p in r.phases] for r in per_seed]
     return median
+
+
+def _fair_share(topology: Topology, engine, demand, request: RouteRequest, capacity_gbps: np.ndarray,
+                lockstep: bool) -> tuple[crowding.FlowStats | None, str]:
+    """A phase's flows on their paths, sharing links max-min fairly; None and why when there are too many."""
+    flows = crowding.flow_count(demand, request.qps)
+    if flows > crowding.MAX_FLOWS:
+        return None, (f"fair share not computed: {flows:,} flows, above {crowding.MAX_FLOWS:,}; the time is "
+                      "the hottest link's load over its capacity (a lower bound)")
+    arc_ptr, arcs, size = engine.flow_paths(topology, demand, request)
+    return crowding.fair_share(arc_ptr, arcs, size, capacity_gbps, lockstep), ""
 
 
 def evaluate_collective(topology: Topology, plans: list, timing: Timing = Timing(), engine: str = "ecmp",

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import __version__
 from ..cost import CATEGORIES
+from ..flow import ENGINES
 from ..topology import KIND, LINK_TIERS
 
 
@@ -52,17 +53,44 @@ def _collective(result) -> dict:
         "p99_link_utilization": _num(result.p99_link_utilization),
         "bottleneck": result.bottleneck,
         "utilization_by_tier": {t: _num(v) for t, v in result.utilization_by_tier.items()},
-        "engine": result.engine,
+        "engine": result.engine, "engine_label": ENGINES[result.engine].label,
         "unreachable_pairs": result.unreachable_pairs,
         "phases": [{"label": p.label, "steps": p.steps, "latency_s": _num(lat),
                     "time_s": None if bw is None else _num(lat + bw),
-                    "max_utilization": _num(p.max_utilization), "bottleneck": p.bottleneck}
-                   for p, lat, bw in zip(result.phases, latencies, bandwidths)],
+                    "max_utilization": _num(p.max_utilization), "bottleneck": p.bottleneck,
+                    "flows_per_receiver": p.flows_per_receiver, "oversubscription": _num(p.oversubscription),
+                    "flows": _flows(result, index, protocol), "flows_note": p.flows_note}
+                   for index, (p, lat, bw) in enumerate(zip(result.phases, latencies, bandwidths))],
         "alternatives_time_s": {k: _num(v) for k, v in result.alternatives().items()},
     }
     if result.seed_times:
         out["seeds"] = {"time_s": [_num(t) for t in result.seed_times],
-                        "max_link_utilization": [_num(u) for u in result.seed_max_utilization]}
+                        "max_link_utilization": [_num(u) for u in result.seed_max_utilization],
+                        "time_s_over_seeds": _spread(result.seed_times)}
+    return out
+
+
+def _spread(values) -> dict | None:
+    """min / median / max of per-seed figures (None when some seed has none)."""
+    if not values or any(v is None for v in values):
+        return None
+    return {"min": _num(min(values)), "median": _num(float(np.median(values))), "max": _num(max(values))}
+
+
+def _flows(result, phase: int, protocol: str) -> dict | None:
+    """A phase's fair-share flow completion times (bandwidth part, at the collective's size and protocol):
+    the reported seed's distribution, and the last and mean flow over seeds."""
+    chosen = result.chosen
+    stats = chosen.phases[phase].flows
+    if stats is None:
+        return None
+    scale = 1.0 / chosen.factor(protocol, phase)   # flows are routed at the collective's size
+    out = {"count": stats.flows, "on_hottest_link": stats.on_hottest_arc, "lockstep": stats.lockstep,
+           "completion_s": {k: _num(v) for k, v in stats.scaled(scale).items()}}
+    per_seed = [flows[phase] for flows in result.seed_phase_flows]
+    if len(per_seed) > 1 and all(f is not None for f in per_seed):
+        out["over_seeds"] = {"last_s": _spread([f.last_s * scale for f in per_seed]),
+                             "mean_s": _spread([f.mean_s * scale for f in per_seed])}
     return out
 
 

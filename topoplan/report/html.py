@@ -275,6 +275,7 @@ def render_report_html(report: dict, extras: dict | None = None) -> str:
         "wan_chart": _wan_chart(report) if "wan_requirement" in report else None,
         "tiers": tiers, "utilization": utilization, "histograms": histograms, "grids": grids,
         "targets_missed": missed, "heat": heat,
+        "engine_labels": sorted({(x["engine"], x["engine_label"]) for x in report.get("collectives", [])}),
         "switch_bom": [b for b in report["bom"] if b["category"] in ("switches", "ocs")],
     }
     return _environment().get_template("report.html.j2").render(**context)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from ..flow import SPRAYING
 from ..units import format_bytes
 
 FORMATS = ("table", "markdown", "json")
@@ -131,8 +132,11 @@ def _text(r: dict, markdown: bool) -> str:
         rows = [[x["name"]] + [f"{x['utilization_by_tier'][t]:.3f}" if t in x["utilization_by_tier"] else "-"
                                for t in tiers] for x in r["collectives"]]
         out += table(["Collective"] + tiers, rows, markdown, right=tuple(range(1, len(tiers) + 1)))
-        engines = sorted({x["engine"] for x in r["collectives"]})
-        out += ["", f"Engine: {', '.join(engines)}. Busbw uses nccl-tests factors; times include per-step latency.", ""]
+        out.append("")
+        out += _phases_text(r["collectives"], markdown)
+        engines = sorted({(x["engine"], x["engine_label"]) for x in r["collectives"]})
+        out += [f"Engine: {', '.join(f'{name} ({label})' for name, label in engines)}. Busbw uses nccl-tests "
+                "factors; times include per-step latency.", ""]
 
     if r.get("training"):
         out += _training_text(r["training"], markdown)
@@ -157,6 +161,45 @@ def _text(r: dict, markdown: bool) -> str:
     if r["warnings"]:
         out += [""] + _heading("Warnings", markdown) + [f"- {w}" for w in r["warnings"]]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _phases_text(collectives: list, markdown: bool) -> list[str]:
+    """Every phase: how crowded it is (network flows into one GPU, the oversubscription it climbs) and, under
+    an engine with per-flow paths, its flows' fair-share completion times (bandwidth part)."""
+    fair = any(p["flows"] for x in collectives for p in x["phases"])
+    headers = ["Collective", "Phase", "Time ms", "Flows into a GPU", "Oversubscription"]
+    if fair:
+        headers += ["Flows", "Last ms", "Mean ms", "p50 ms", "p99 ms", "On hottest link"]
+    rows = []
+    for x in collectives:
+        for p in x["phases"]:
+            row = [x["name"], p["label"], _fixed(p["time_s"], 1e3, 3), count(p["flows_per_receiver"]),
+                   f"{p['oversubscription']:g}:1"]
+            if fair:
+                f = p["flows"]
+                row += ["-"] * 6 if f is None else \
+                    [count(f["count"])] + [_fixed(f["completion_s"][k], 1e3, 3) for k in ("last_s", "mean_s", "p50_s",
+                                                                                     "p99_s")] + [count(f["on_hottest_link"])]
+            rows.append(row)
+    out = _heading("Phases: crowding and flow completion", markdown)
+    out += table(headers, rows, markdown, right=tuple(range(2, len(headers))))
+    notes = [f"{x['name']}: over {len(x['seeds']['time_s'])} seeds the time is {_fixed(s['min'], 1e3, 3)} / "
+             f"{_fixed(s['median'], 1e3, 3)} / {_fixed(s['max'], 1e3, 3)} ms (min / median / max)"
+             for x in collectives if x.get("seeds") and (s := x["seeds"]["time_s_over_seeds"])]
+    notes += [f"{x['name']}, {p['label']}: {p['flows_note']}" for x in collectives for p in x["phases"]
+              if p["flows_note"]]
+    if any(p["flows"] and p["flows"]["lockstep"] for x in collectives for p in x["phases"]):
+        notes.append("Rings, chains and trees forward what they receive, so their flows end together with the last; "
+                     "the flows of direct exchanges (all-to-all, send/receive) end as max-min fair sharing frees "
+                     "links")
+    optimistic = sorted({x["name"] for x in collectives if x["engine_label"] == SPRAYING
+                         for p in x["phases"] if p["oversubscription"] > 1 or p["flows_per_receiver"] > 1})
+    if optimistic:
+        notes.append(f"Ideal spraying is a lower bound, most optimistic where a phase climbs oversubscribed tiers or "
+                     f"several flows converge on one GPU: {', '.join(optimistic)}; `routing: ecmp-hash` shows "
+                     "per-flow collisions")
+    out += [""] + [f"- {n}." for n in notes] if notes else []
+    return out + [""]
 
 
 def _training_text(t: dict, markdown: bool) -> list[str]:
