@@ -3,6 +3,8 @@ topoplan's routed predictions against NCCL's model on non-blocking fabrics."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -137,7 +139,7 @@ def test_latency_scale_zero_is_bandwidth_only(make_design, catalog):
     topology = generate(design, catalog)
     plan = plan_collective(topology, design, Collective("c", "allreduce", "world", GiB, "ring"))
     with_latency = evaluate_plan(topology, plan, timing_for(design, catalog))
-    without = evaluate_plan(topology, plan, Timing(0.0, "nvlink", "hopper", 16))
+    without = evaluate_plan(topology, plan, dataclasses.replace(timing_for(design, catalog), latency_scale=0.0))
     assert without.latency_s("Simple") == 0.0
     assert with_latency.time_s("Simple", GiB) - without.time_s("Simple", GiB) == pytest.approx(
         nccl.ring_latency_us("allreduce", "Simple", with_latency.shape) * 1e-6, rel=1e-9)

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import transport as _transport
 from . import yamlio
 from .errors import Problem, SpecError, did_you_mean
 from .schema import Bool, Context, Enum, Int, Key, List, Num, Obj, Str, has_missing
@@ -48,6 +49,7 @@ class Switch:
     source: str
     in_network_reduction: bool = False   # SHARP: NCCL's CollNet reduces in the switch
     co_packaged_optics: bool = False     # optics inside the switch (CPO): fibres plug in, no transceivers
+    transport: str = "ideal"             # infiniband, ethernet (RoCEv2) or ideal: per-packet overhead (transport.py)
 
     def modes(self) -> list[PortMode]:
         """Native and breakout port modes, fastest first."""
@@ -90,6 +92,7 @@ class Nic:
     power_w: float
     price_usd: float
     source: str
+    mtu_bytes: int = 4096                # RDMA MTU: payload per packet (transport.py)
 
     @property
     def cage_gbps(self) -> float:
@@ -269,14 +272,18 @@ _SECTIONS = {
         "in_network_reduction": Key(Bool(doc="SHARP in-network reduction (NCCL CollNet)"), False, False),
         "co_packaged_optics": Key(Bool(doc="optics co-packaged with the switch chip: its links take fibres but "
                                            "no transceivers (their power and price are the switch's)"),
-                                  False, False)})),
+                                  False, False),
+        "transport": Key(Enum(_transport.TRANSPORTS, doc="what its links carry, for the per-packet overhead: "
+                              "infiniband, ethernet (RoCEv2) or ideal (none)"), False, "ideal")})),
     "nics": (Nic, Obj({
         "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
         "ports": Key(_COUNT, True), "port_speed_gbps": Key(_POS, True), "cages": Key(_COUNT, True),
         "form_factor": Key(_TEXT, True), "pcie_gen": Key(Int(minimum=1, maximum=7), True),
         "pcie_lanes": Key(Enum((1, 2, 4, 8, 16, 32)), True),
         "alpha_us": Key(Num(minimum=0, doc=_UNUSED), False, 0.0),
-        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True)})),
+        "power_w": Key(_NONNEG, True), "price_usd": Key(_NONNEG, True), "source": Key(_SOURCE, True),
+        "mtu_bytes": Key(Enum((256, 512, 1024, 2048, 4096), doc="RDMA MTU, payload bytes per packet"), False,
+                         4096)})),
     "transceivers": (Transceiver, Obj({
         "id": Key(_ID, True), "vendor": Key(_TEXT, True), "description": Key(_TEXT, True),
         "form_factor": Key(_TEXT, True), "speed_gbps": Key(_POS, True),

@@ -129,7 +129,7 @@ def evaluate_sweep(design: Design, catalog: Catalog, op: str, group: str, larges
     collective = Collective("sweep", op, group, int(largest), algorithm)
     plans = [plan_collective(topology, design, collective, a) for a in applicable(topology, design, collective)]
     routing = design.routing
-    return evaluate_collective(topology, plans, timing_for(design, catalog), routing.engine, routing.seeds,
+    return evaluate_collective(topology, plans, timing_for(design, catalog, topology=topology), routing.engine, routing.seeds,
                                routing.qps)
 
 

@@ -605,7 +605,7 @@ def time_traffic(topology, design, catalog: Catalog, traffic: list[Traffic], lat
     from .flow.metrics import evaluate_collective, timing_for
     from .spec import Collective
 
-    timing = timing_for(design, catalog, latency_scale)
+    timing = timing_for(design, catalog, latency_scale, topology)
     routing = design.routing
     results, out = {}, {}
     for t in traffic:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import transport
 from ..catalog import Catalog
 from ..spec import Design
 from ..topology import KIND, LINK_TIER, MEDIUM, Topology
@@ -59,23 +60,47 @@ class Timing:
     network_step_extra_us: float = 0.0   # calibration (catalog, ``nccl --fit``)
     intra_step_extra_us: float = 0.0
     bandwidth_efficiency: float = 1.0
+    network_goodput: float = 1.0         # payload share of a fabric link (``transport.goodput``)
 
     def capacity_gbps(self, topology: Topology, classes: np.ndarray) -> np.ndarray:
-        """Link capacities as NCCL plans with them: NVLink at NCCL's own per-link figure, everything times
-        the calibrated bandwidth efficiency."""
+        """Link capacities as NCCL plans with them: NVLink at NCCL's own per-link figure, fabric links at the
+        transport's payload share, everything times the calibrated bandwidth efficiency."""
         capacity = topology.capacity_gbps * self.bandwidth_efficiency
         efficiency = nccl.nvlink_efficiency(self.arch)
-        if efficiency == 1.0:
-            return capacity
-        return np.where(classes == ARC_CLASSES.index("nvlink"), capacity * efficiency, capacity)
+        if efficiency != 1.0:
+            capacity = np.where(classes == ARC_CLASSES.index("nvlink"), capacity * efficiency, capacity)
+        if self.network_goodput != 1.0:
+            fabric = classes >= ARC_CLASSES.index("leaf")    # leaf, spine, core and circuit links
+            capacity = np.where(fabric, capacity * self.network_goodput, capacity)
+        return capacity
 
 
-def timing_for(design: Design, catalog: Catalog, latency_scale: float = 1.0) -> Timing:
-    """NCCL's channels: one ring per NIC found by its topology search, then duplicated (``connect.cc``)."""
+def timing_for(design: Design, catalog: Catalog, latency_scale: float = 1.0,
+               topology: Topology | None = None) -> Timing:
+    """NCCL's channels: one ring per NIC found by its topology search, then duplicated (``connect.cc``). The
+    fabric's transport is that of the switches the NICs plug into (the first tier's)."""
     server = catalog.servers[design.cluster.server]
     return Timing(latency_scale, "nvlink" if server.nvlink_gbps > 0 else "pcie", nccl.gpu_arch(server.gpu),
                   channels=2 * max(1, server.nics), network_step_extra_us=server.network_step_extra_us,
-                  intra_step_extra_us=server.intra_step_extra_us, bandwidth_efficiency=server.bandwidth_efficiency)
+                  intra_step_extra_us=server.intra_step_extra_us, bandwidth_efficiency=server.bandwidth_efficiency,
+                  network_goodput=network_goodput(design, catalog, topology))
+
+
+def network_goodput(design: Design, catalog: Catalog, topology: Topology | None = None) -> float:
+    """The payload share of the design's fabric links: its first-tier switch's transport at its NIC's MTU (1.0
+    for fabrics without packet switches). The switch model is read off ``topology`` when given (an imported
+    fabric names its own), else off the spec."""
+    first = None
+    if topology is not None:
+        leaves = np.flatnonzero((topology.kind == KIND["switch"]) & (topology.tier == 0))
+        first = topology.model_of(int(leaves[0])) if leaves.size else None
+    else:
+        switches = getattr(design.fabric, "switch", None) or {}
+        first = switches.get("leaf") or next(iter(switches.values()), None)
+    if first is None or first not in catalog.switches:
+        return 1.0
+    nic = catalog.nics.get(catalog.servers[design.cluster.server].nic)
+    return transport.goodput(catalog.switches[first].transport, nic.mtu_bytes if nic else transport.DEFAULT_MTU_BYTES)
 
 
 @dataclass
@@ -461,7 +486,7 @@ def evaluate_workload(topology: Topology, design: Design, catalog: Catalog, late
     """Every collective of the design's workload. Refuses (``EngineRefused``) before routing any of it when
     the whole would search past ``ecmp.MAX_SEARCH_OPS``. ``progress`` (optional) gets ``start(RoutingWork)``
     once and ``step(label)`` after each routing call."""
-    timing = timing_for(design, catalog, latency_scale)
+    timing = timing_for(design, catalog, latency_scale, topology)
     routing = design.routing
     plan_sets = plan_workload(topology, design)
     work = routing_work(topology, plan_sets, routing.engine, routing.seeds, routing.qps, arc_mask)
