@@ -943,6 +943,9 @@ def nccl(spec, op_text, group, algorithm, begin, end, factor, logs, plot_file, f
                                 "use one of: " + ", ".join(FOR_OP[op])))
     if group not in PARALLEL_GROUPS:
         problems.append(Problem("--group", 0, "", f"unknown group '{group}'", did_you_mean(group, PARALLEL_GROUPS)))
+    if op is not None and op not in TEST_NAMES.values() and (logs or fit_file):
+        problems.append(Problem("--measured", 0, "", f"{op} has no nccl-tests binary, so no log measures it",
+                                "sweep it without --measured/--fit, or measure a collective nccl-tests runs"))
     if fit_file and len(logs) != 1:
         problems.append(Problem("--fit", 0, "", "--fit needs exactly one --measured log",
                                 "pass the nccl-tests log of this machine with --measured LOG"))

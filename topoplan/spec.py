@@ -51,7 +51,13 @@ COLLECTIVE = Obj({
                        doc="bytes in the nccl-tests convention for the op, e.g. 1GiB",
                        hint="KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000"), True),
     "algorithm": Key(Enum(ALGORITHMS), False),
+    "seed": Key(Int(minimum=0, maximum=2**32 - 1, doc="op: permutation only: the seed of the random permutation "
+                    "(numpy default_rng; default 0)"), False),
+    "senders": Key(Int(minimum=1, doc="op: incast only: how many ranks send to rank 0 (ranks 1..senders; "
+                       "default all the group's others)"), False),
 }, doc="one collective of the training step")
+# keys that only one op takes: key -> op
+OP_ONLY_KEYS = {"seed": "permutation", "senders": "incast"}
 
 # what a failure scenario may fail: switches by tier, network links by the tier at their upper end
 # ("leaf-link": a NIC port's link), and whole units
@@ -246,6 +252,8 @@ class Collective:
     group: str
     size_bytes: int
     algorithm: str
+    seed: int = 0                # permutation: the random permutation's seed
+    senders: int | None = None   # incast: ranks 1..senders send to rank 0 (None: all the group's others)
 
 
 @dataclass(frozen=True)
@@ -530,7 +538,16 @@ def _workload(w: dict, gpus: int, ctx: Context, topology: str) -> Workload:
         if size < 2:
             ctx.error(path + ("group",), f"the {col['group']} group has a single rank, so {col['op']} moves nothing",
                       f"set workload.parallelism.{col['group']} above 1 or drop this collective")
-        collectives.append(Collective(col["name"], col["op"], col["group"], col["size"], algorithm))
+        for key, op in OP_ONLY_KEYS.items():
+            if col.get(key) is not None and col["op"] != op:
+                ctx.error(path + (key,), f"{key} is a key of op: {op}, not of {col['op']}",
+                          f"remove {key}, or use op: {op}")
+        if col["op"] == "incast" and col.get("senders") is not None and size >= 2 and col["senders"] > size - 1:
+            ctx.error(path + ("senders",), f"{col['senders']:,} senders, but the {col['group']} group has {size:,} "
+                      f"ranks: at most {size - 1:,} others send to rank 0",
+                      f"use 1 to {size - 1:,}, or leave senders out for all of them")
+        collectives.append(Collective(col["name"], col["op"], col["group"], col["size"], algorithm,
+                                      col.get("seed") or 0, col.get("senders")))
     return Workload(parallelism=degrees, order=order, collectives=tuple(collectives))
 
 

@@ -40,7 +40,13 @@ reduce                          rank 0 for reduce): S / channels per link
 broadcast,      tree            binary tree from rank 0: S per edge           ceil(log2 p)          1
 reduce
 sendrecv        direct          stage i -> stage i+1: S                       1                     1
+permutation     direct          every rank -> one other rank of its group,    1                     1 (*)
+                                a derangement drawn by default_rng(seed): S
+incast          direct          ranks 1..senders -> rank 0 at once: S each    1                     1 (*)
 ==============  ==============  ============================================  ====================  ========
+
+(*) Stress cases with no nccl-tests binary and no NCCL tuner: busbw = algbw = S / time, with ``S`` the bytes
+each sender sends (an incast's root receives ``senders x S``: its ingress rate is ``senders x`` algbw).
 """
 
 from __future__ import annotations
@@ -389,6 +395,55 @@ def stage_to_stage(topology, design, collective, members, S):
     return [Phase("stage to next stage", chain_demand(members, S), 0 if network else 1, 1 if network else 0)]
 
 
+def _one_step(topology: Topology, demand: Demand) -> tuple[int, int]:
+    """(intra, network) steps of a one-phase direct exchange: one network step when some flow leaves its
+    server (plus one NVLink step where PXN relays a flow through another rail's GPU), else one step inside."""
+    server, rail = topology.server, topology.rail
+    leaves = server[demand.src] != server[demand.dst]
+    if not leaves.any():
+        return 1, 0
+    relays = topology.layout.pxn and bool((leaves & (rail[demand.src] != rail[demand.dst])).any())
+    return int(relays), 1
+
+
+def derangements(groups: int, p: int, seed: int) -> np.ndarray:
+    """``(groups, p)`` positions: row ``k`` maps rank ``i`` of group ``k`` to the rank it sends to, a uniformly
+    random permutation without fixed points (rejection: rows with a fixed point are redrawn, each row is one
+    with probability about 1/e), drawn by ``numpy.random.default_rng(seed)``, so one seed gives one answer."""
+    if p < 2:
+        raise ValueError("a derangement needs at least two ranks")
+    rng = np.random.default_rng(seed)
+    out = np.argsort(rng.random((groups, p)), axis=1, kind="stable")
+    bad = np.flatnonzero((out == np.arange(p)).any(axis=1))
+    while bad.size:
+        out[bad] = np.argsort(rng.random((bad.size, p)), axis=1, kind="stable")
+        bad = bad[(out[bad] == np.arange(p)).any(axis=1)]
+    return out
+
+
+def random_permutation(topology, design, collective, members, S):
+    """Every rank sends ``S`` bytes to one other rank of its group, all at once: a random derangement per
+    group (``derangements``, the collective's ``seed``), so every GPU sends and receives exactly ``S``."""
+    groups, p = members.shape
+    target = np.take_along_axis(members, derangements(groups, p, collective.seed), axis=1)
+    demand = Demand(members.ravel(), target.ravel(), S)
+    return [Phase(f"random permutation (seed {collective.seed})", demand, *_one_step(topology, demand))]
+
+
+def incast_plan(topology, design, collective, members, S):
+    """N to 1: ranks 1..N of each group (``senders``, default all others) send ``S`` bytes each to rank 0 at
+    once, so rank 0 receives ``N x S``."""
+    groups, p = members.shape
+    n = collective.senders or p - 1
+    if not 1 <= n <= p - 1:
+        index = design.workload.collectives.index(collective) if collective in design.workload.collectives else 0
+        raise design.infeasible(f"workload.collectives[{index}].senders",
+                                f"{n} senders, but a {collective.group} group of {p} ranks has {p - 1} others",
+                                f"use 1 to {p - 1}, or leave senders out for all of them")
+    demand = Demand(members[:, 1:n + 1].ravel(), np.repeat(members[:, 0], n), S)
+    return [Phase(f"incast, {n} to 1", demand, *_one_step(topology, demand))]
+
+
 ALGORITHMS: tuple[Algorithm, ...] = (
     Algorithm("allreduce", "ring", ring_allreduce, default=True, nccl=True, auto=True),
     Algorithm("allreduce", "tree", tree_allreduce, family="tree", nccl=True, auto=True),
@@ -411,6 +466,9 @@ ALGORITHMS: tuple[Algorithm, ...] = (
     Algorithm("broadcast", "tree", tree_rooted, family="tree", protocols=("Simple",)),
     Algorithm("reduce", "ring", chain_rooted, default=True, nccl=True, auto=True),
     Algorithm("reduce", "tree", tree_rooted, family="tree", protocols=("Simple",)),
+    # stress cases, not NCCL collectives: ``auto`` is the one direct entry (no tuner chooses among several)
+    Algorithm("permutation", "direct", random_permutation, default=True, auto=True, protocols=("Simple",)),
+    Algorithm("incast", "direct", incast_plan, default=True, auto=True, protocols=("Simple",)),
 )
 AUTO = "auto"  # the spec's default: the candidates below, the fastest (algorithm, protocol) taken
 BY_KEY = {(a.op, a.name): a for a in ALGORITHMS}

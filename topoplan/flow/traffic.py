@@ -117,6 +117,8 @@ BUSBW_FACTOR = {
     "broadcast": lambda p: 1.0,
     "reduce": lambda p: 1.0,
     "sendrecv": lambda p: 1.0,
+    "permutation": lambda p: 1.0,   # no nccl-tests binary: algbw (each rank sends and receives S)
+    "incast": lambda p: 1.0,        # no nccl-tests binary: algbw with S per sender
 }
 
 

@@ -32,6 +32,8 @@ from .base import Export, ExportOptions, network_links
 IMPLEMENTATION = {"ring": "ring", "hierarchical": "ring", "direct": "direct", "tree": "doubleBinaryTree"}
 OP_KEYS = {"allreduce": "all-reduce-implementation", "allgather": "all-gather-implementation",
            "reducescatter": "reduce-scatter-implementation", "alltoall": "all-to-all-implementation"}
+# topoplan's stress ops (flow/algorithms.py): no collective implementation to choose, so nothing is written
+POINT_TO_POINT = ("permutation", "incast")
 
 
 def dimensions(topology: Topology, design: Design, catalog: Catalog) -> tuple[list, list]:
@@ -102,6 +104,9 @@ def _implementations(design: Design, ndims: int) -> tuple[dict, list]:
     keys, notes = {}, []
     for c in design.workload.collectives:
         key = OP_KEYS.get(c.op)
+        if c.op in POINT_TO_POINT:
+            notes.append(f"collective {c.name}: {c.op} is a pattern of point-to-point flows, not an ASTRA-sim "
+                         "collective; system.json has no setting for it (write its sends in the Chakra workload)")
         if key is None or key in keys:
             continue
         chosen = IMPLEMENTATION.get(c.algorithm)
