@@ -16,6 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import flow_vs_packet  # noqa: E402 - benchmarks/ is not a package
 
 LOGS = ROOT / "tests" / "fixtures" / "nccl-tests"
 FROM_BYTES = 64 * 2**20   # the yardstick: the median error over sizes from 64 MiB
@@ -222,8 +225,8 @@ def markdown(results: list[dict]) -> str:
               "enabled; `topoplan nccl --algorithm tree` gives that case.",
               "- To hold a prediction against your own log: `topoplan nccl SPEC --measured LOG` prints the error "
               "per size, and `--fit FILE` fits an extra step latency and a bandwidth efficiency to the log and "
-              "writes them as a catalog override for that server (see the README)."]
-    return "\n".join(lines) + "\n"
+              "writes them as a catalog override for that server (see the README).", ""]
+    return "\n".join(lines) + "\n" + flow_vs_packet.markdown(flow_vs_packet.figures())
 
 
 def main() -> int:
