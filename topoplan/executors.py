@@ -113,10 +113,18 @@ class ProcessExecutor:
         self.close(cancel=kind is not None)
 
     def close(self, cancel: bool = False) -> None:
+        """Shut the pool down; ``cancel`` (Ctrl-C, an error) also stops the tasks running in the workers:
+        a worker busy with a large candidate would otherwise finish it first. The pool has no public way to
+        stop its workers before Python 3.14 (``terminate_workers``), so its process table is read."""
         if self.pool is not None:
             for future in self.pending:
                 future.cancel()
+            workers = list((getattr(self.pool, "_processes", None) or {}).values()) if cancel else []
             self.pool.shutdown(wait=not cancel, cancel_futures=cancel)
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                worker.join(timeout=5)
             self.pool = None
         self.pending = {}
 

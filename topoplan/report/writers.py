@@ -186,6 +186,12 @@ def _phases_text(collectives: list, markdown: bool) -> list[str]:
     notes = [f"{x['name']}: over {len(x['seeds']['time_s'])} seeds the time is {_fixed(s['min'], 1e3, 3)} / "
              f"{_fixed(s['median'], 1e3, 3)} / {_fixed(s['max'], 1e3, 3)} ms (min / median / max)"
              for x in collectives if x.get("seeds") and (s := x["seeds"]["time_s_over_seeds"])]
+    notes += [f"{x['name']}, {p['label']}: over seeds the mean flow ends at {_fixed(m['min'], 1e3, 3)} / "
+              f"{_fixed(m['median'], 1e3, 3)} / {_fixed(m['max'], 1e3, 3)} ms, the last at {_fixed(last['min'], 1e3, 3)} / "
+              f"{_fixed(last['median'], 1e3, 3)} / {_fixed(last['max'], 1e3, 3)} ms (bandwidth part)"
+              for x in collectives for p in x["phases"]
+              if p["flows"] and not p["flows"]["lockstep"] and p["flows"].get("over_seeds")
+              and (m := p["flows"]["over_seeds"]["mean_s"]) and (last := p["flows"]["over_seeds"]["last_s"])]
     notes += [f"{x['name']}, {p['label']}: {p['flows_note']}" for x in collectives for p in x["phases"]
               if p["flows_note"]]
     if any(p["flows"] and p["flows"]["lockstep"] for x in collectives for p in x["phases"]):
