@@ -336,3 +336,41 @@ def test_streaming_keeps_no_infeasible_candidate(space_file, catalog):
     assert all(o.figures is not None for o in streamed.outcomes)
     assert streamed.to_json() == kept.to_json()
     assert streamed.stats.tasks == CANDIDATES and streamed.stats.evaluated == CANDIDATES
+
+
+def _dies_once(marker_dir, x):
+    """Kills its worker the first time it sees 3 (a marker file remembers), else squares."""
+    import os
+
+    marker = os.path.join(marker_dir, "died")
+    if x == 3 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(9)
+    return x * x
+
+
+def _always_dies_on_5(_context, x):
+    import os
+
+    if x == 5:
+        os._exit(9)
+    return x * x
+
+
+def test_a_lost_worker_is_replaced_and_its_tasks_run_again(tmp_path):
+    tasks = [Task(i, f"{i:064x}", str(i), i) for i in range(12)]
+    with ProcessExecutor(2) as executor:
+        results = list(run_tasks(executor, _dies_once, str(tmp_path), iter(tasks)))
+    assert (tmp_path / "died").exists()
+    assert sorted(v for _, ok, v in results if ok) == [i * i for i in range(12)]
+    assert all(ok for _, ok, _ in results)
+
+
+def test_a_task_that_kills_every_worker_is_reported_and_the_rest_finish():
+    tasks = [Task(i, f"{i:064x}", str(i), i) for i in range(12)]
+    with ProcessExecutor(2) as executor:
+        results = list(run_tasks(executor, _always_dies_on_5, None, iter(tasks)))
+    failed = [(task.index, value) for task, ok, value in results if not ok]
+    assert [index for index, _ in failed] == [5]
+    assert failed[0][1].kind == "WorkerDied"
+    assert sorted(v for _, ok, v in results if ok) == [i * i for i in range(12) if i != 5]

@@ -144,29 +144,58 @@ class ProcessExecutor:
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
         from concurrent.futures.process import BrokenProcessPool
 
-        self.pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_set_context,
-                                        initargs=(context, True))
+        def start_pool():
+            self.pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_set_context,
+                                            initargs=(context, True))
+
+        def submit(arg):
+            future = self.pool.submit(_call_in_worker, func, arg)
+            args[future] = arg
+            return future
+
+        start_pool()
+        args: dict = {}
+        suspects: list = []   # (tag, arg) lost with a dead worker: run again one at a time
+        alone = None          # the suspect running alone, if one is
         limit = max(1, in_flight or IN_FLIGHT_PER_WORKER * self.workers)
         source = iter(items)
         exhausted = False
         while True:
-            if not exhausted:
-                exhausted = yield from _refill(source, self.pending, limit,
-                                               lambda arg: self.pool.submit(_call_in_worker, func, arg))
+            if suspects:
+                if not self.pending:
+                    alone, arg = suspects.pop(0)
+                    self.pending[submit(arg)] = alone
+            elif not exhausted:
+                exhausted = yield from _refill(source, self.pending, limit, submit)
             if not self.pending:
                 break
             done, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
+            broken = False
             for future in done:
-                tag = self.pending.pop(future)
                 err = future.exception()
                 if isinstance(err, BrokenProcessPool):
-                    raise RuntimeError("a worker process died (killed, or out of memory?); "
-                                       "the pool cannot go on") from err
+                    broken = True
+                    continue
+                tag = self.pending.pop(future)
+                args.pop(future, None)
                 if err is not None:
                     cause = getattr(err, "__cause__", None)   # the worker's traceback, as text
                     yield tag, False, TaskError.of(err, str(cause) if cause is not None else None)
                 else:
                     yield tag, True, future.result()
+            if broken:
+                # a worker died (killed, out of memory): the tasks in flight are lost with the pool. A new
+                # pool runs them again one at a time, so that a task that kills its worker alone is the one
+                # reported and the others are not blamed for it.
+                lost = [(self.pending.pop(f), args.pop(f)) for f in list(self.pending)]
+                self.pool.shutdown(wait=False, cancel_futures=True)
+                start_pool()
+                if len(lost) == 1 and lost[0][0] == alone:
+                    yield alone, False, TaskError("WorkerDied", "its worker process died when it ran alone "
+                                                  "(killed, or out of memory?)", "")
+                else:
+                    suspects.extend(lost)
+            alone = None if not self.pending else alone
         self.close()
 
 
