@@ -64,13 +64,8 @@ def output_option(func):
                         help="Write to FILE instead of standard output (written whole or not at all).")(func)
 
 
-def workers_option(func):
-    return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-                        help="Processes sharing the work (at most one per CPU is used).")(func)
-
-
 def executor_options(func):
-    """--executor, --scheduler and --workers, shared by the sweeps (optimize, scale)."""
+    """--executor, --scheduler and --workers, shared by the sweeps (optimize, scale, resilience)."""
     func = click.option("--workers", type=click.IntRange(min=1), default=None,
                         help="Workers sharing the work, at most one per CPU [default: 1 for process; the "
                              "machine's CPUs for a Dask LocalCluster; the cluster's own with --scheduler].")(func)
@@ -79,7 +74,7 @@ def executor_options(func):
                              "--executor dask. With --executor dask and no --scheduler, DASK_SCHEDULER_ADDRESS "
                              "is used when set, else a LocalCluster.")(func)
     func = click.option("--executor", "executor_name", type=click.Choice(("process", "dask")), default=None,
-                        help="Where candidates run: process (this process, or a pool with --workers; the "
+                        help="Where the tasks (candidates, sizes, failure runs) run: process (this process, or a pool with --workers; the "
                              "default) or dask (pip install 'topoplan[dask]').")(func)
     return func
 
@@ -688,8 +683,9 @@ def check(specs, baseline, max_regression, catalog_files):
 RESILIENCE_TARGETS = ("max_interruptions_per_day", "min_goodput", "max_single_failure_slowdown")
 
 
-def _assess(spec: str, catalog, command: str = "resilience", workers: int = 1):
-    """(design, topology, assessment, report dict) of ``topoplan resilience``."""
+def _assess(spec: str, catalog, command: str = "resilience", workers: int = 1, executor=None):
+    """(design, topology, assessment, report dict) of ``topoplan resilience``; ``executor`` (optional) runs
+    the failure runs, else ``workers`` processes."""
     import numpy as np
 
     from .flow import RouteRequest, select_engine
@@ -703,7 +699,7 @@ def _assess(spec: str, catalog, command: str = "resilience", workers: int = 1):
     topology, _bom = build_stage(design, catalog)
     try:
         assessment = assess(topology, design, catalog, design.failures, Progress(command, "failure runs"),
-                            usable_workers(command, workers))
+                            usable_workers(command, workers) if executor is None else 1, executor)
     except EngineRefused as err:
         raise design.infeasible("failures", str(err), "choose scenarios the engine can route, or a smaller "
                                 "fabric") from None
@@ -723,10 +719,10 @@ def _assess(spec: str, catalog, command: str = "resilience", workers: int = 1):
 @output_option
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, metavar="PNG",
               help="Also write a chart of the worst slowdown per failure class (PNG).")
-@workers_option
+@executor_options
 @catalog_option
 @handle_errors
-def resilience(spec, fmt, output, plot_file, workers, catalog_files):
+def resilience(spec, fmt, output, plot_file, executor_name, scheduler, workers, catalog_files):
     """What failed switches, links, NICs, servers or planes do to SPEC's job, and what failures cost.
 
     \b
@@ -741,12 +737,16 @@ def resilience(spec, fmt, output, plot_file, workers, catalog_files):
       topoplan resilience designs/fat-tree-16k.yaml --format json | jq .summary
       topoplan resilience designs/fat-tree-1k.yaml --plot failures.png
       topoplan resilience designs/fat-tree-131k-twin-plane.yaml --workers 2
+      topoplan resilience designs/fat-tree-16k.yaml --executor dask --scheduler tcp://10.0.0.1:8786
+    Failure runs are the tasks (--executor, --workers, --scheduler as for optimize); the topology goes
+    to each worker once.
     """
     from .report.writers import render_resilience
 
     check_outputs([output, plot_file], [spec, *catalog_files])
     catalog = _catalog(catalog_files)
-    _design, _topology, _assessment, result = _assess(spec, catalog, workers=workers)
+    executor = make_sweep_executor("resilience", executor_name, scheduler, workers, None, "failure run")
+    _design, _topology, _assessment, result = _assess(spec, catalog, executor=executor)
     write_output(render_resilience(result, fmt), output)
     if plot_file:
         from .report import plots

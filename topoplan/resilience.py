@@ -10,7 +10,7 @@ One stage of the pipeline (``topology -> resilience``), no printing, no files:
 * ``evaluate_failure`` is one degraded run: the blast radius (``failures.py``); unless the job stops, every
   collective re-routed with the failed arcs masked (ECMP re-spreads over the surviving paths) and the
   degraded bisection, all relative to healthy;
-* ``assess`` runs a design's scenarios (in this process or a ``Runner``'s pool of forked workers, same
+* ``assess`` runs a design's scenarios (on an executor: this process, a process pool or Dask; same
   results) and adds the interruption rates and goodput (``reliability.py``); a unit's rate counts only
   the share of its failures that stop the job where an exhaustive scenario of that kind measured it.
 
@@ -292,58 +292,42 @@ def run_count(topology: Topology, scenario: Scenario, classes: int | None = None
 
 
 class Runner:
-    """Evaluates failure sets of one design, in this process or (``workers`` > 1) in a pool of forked
-    processes that inherit the topology; results come back in order, so they do not depend on the
-    number of workers. ``step(label)`` is called as each run finishes. Use as a context manager."""
+    """Evaluates failure sets of one design on an executor (``executors.py``: this process, a process pool of
+    ``workers``, or Dask), which gets the topology once as its context; results come back in order, so
+    they do not depend on where they ran. ``step(label)`` is called as each run finishes. Use as a context
+    manager."""
 
-    def __init__(self, topology: Topology, design, catalog, healthy: Healthy, workers: int = 1, step=None):
+    def __init__(self, topology: Topology, design, catalog, healthy: Healthy, workers: int = 1, step=None,
+                 executor=None):
+        from .executors import ProcessExecutor
+
         self.state = (topology, design, catalog, healthy)
-        self.workers, self.step, self.pool = workers, step, None
+        self.step = step
+        self.executor = executor if executor is not None else ProcessExecutor(workers)
 
     def __enter__(self):
-        if self.workers > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            global _WORKER_STATE
-            _WORKER_STATE = self.state
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
-                                            initializer=_ignore_interrupts)
+        self.executor.__enter__()
         return self
 
-    def __exit__(self, kind, *_):
-        if self.pool is not None:
-            self.pool.shutdown(wait=kind is None, cancel_futures=kind is not None)
-            self.pool = None
+    def __exit__(self, kind, *rest):
+        self.executor.__exit__(kind, *rest)
 
     def map(self, kind: str, runs: list, prefix: str = "") -> list:
         """``runs``: (element picks, label) pairs of element ``kind``; their outcomes, in order."""
-        jobs = [(kind, list(picks), label) for picks, label in runs]
-        outcomes = []
-        here = (lambda job: _evaluate_job(self.state, job))
-        for outcome in (map(here, jobs) if self.pool is None else self.pool.map(_evaluate_in_worker, jobs)):
-            outcomes.append(outcome)
+        jobs = ((index, (kind, list(picks), label)) for index, (picks, label) in enumerate(runs))
+        outcomes: dict = {}
+        for index, ok, outcome in self.executor.imap(_evaluate_job, self.state, jobs):
+            if not ok:   # a failure set the model cannot evaluate is a bug, not an outcome
+                raise RuntimeError(f"failure run {runs[index][1]!r} raised {outcome}")
+            outcomes[index] = outcome
             if self.step is not None:
                 self.step(f"{prefix}{outcome.label}")
-        return outcomes
-
-
-_WORKER_STATE = None
-
-
-def _ignore_interrupts() -> None:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: workers print no tracebacks
+        return [outcomes[index] for index in range(len(runs))]
 
 
 def _evaluate_job(state, job) -> Outcome:
     (topology, design, catalog, healthy), (kind, picks, label) = state, job
     return evaluate_failure(topology, design, catalog, healthy, elements(topology, kind, picks), label)
-
-
-def _evaluate_in_worker(job) -> Outcome:
-    return _evaluate_job(_WORKER_STATE, job)
 
 
 def run_scenario(topology: Topology, design, catalog, healthy: Healthy, scenario: Scenario, colours=None,
@@ -480,16 +464,17 @@ def plan_runs(topology: Topology, design, policy: FailurePolicy) -> tuple[list, 
     return scenarios, colours, runs
 
 
-def assess(topology: Topology, design, catalog, policy: FailurePolicy, progress=None, workers: int = 1) -> Assessment:
+def assess(topology: Topology, design, catalog, policy: FailurePolicy, progress=None, workers: int = 1,
+           executor=None) -> Assessment:
     """Every scenario of ``policy`` and the design's interruption rates and goodput. ``progress``
-    (optional) gets ``begin(total runs)`` once and ``step(label)`` after each run; ``workers`` processes
-    share the runs (the result does not depend on how many)."""
+    (optional) gets ``begin(total runs)`` once and ``step(label)`` after each run; ``workers`` processes,
+    or ``executor`` (``executors.py``), share the runs (the result does not depend on how many or where)."""
     scenarios, colours, runs = plan_runs(topology, design, policy)
     healthy = healthy_state(topology, design, catalog)
     if progress is not None:
         progress.begin(runs)
     step = None if progress is None else progress.step
-    with Runner(topology, design, catalog, healthy, workers, step) as runner:
+    with Runner(topology, design, catalog, healthy, workers, step, executor) as runner:
         results = [run_scenario(topology, design, catalog, healthy, s, colours, runner=runner) for s in scenarios]
     counts = _failures.component_counts(topology)
     rates = tuple(rate for name in policy.rates for rate in reliability.RATE_SETS[name]())
