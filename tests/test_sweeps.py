@@ -311,6 +311,27 @@ def _square(_context, x):
     return x * x
 
 
+def _square_but_seven(_context, x):
+    if x == 7:
+        raise ValueError("seven")
+    return x * x
+
+
+def test_dask_batches_report_each_item_and_the_one_that_raises():
+    """Dask runs items in batches (several per task): every item still comes back under its own tag, a
+    raising item alone is reported, and cache hits (Ready) pass straight through."""
+    pytest.importorskip("distributed")
+    from topoplan.executors import DaskExecutor, Ready
+
+    items = [(i, Ready(-1) if i % 10 == 0 else i) for i in range(200)]
+    with DaskExecutor(2, processes=False) as executor:
+        results = {tag: (ok, value) for tag, ok, value in executor.imap(_square_but_seven, None, items)}
+    assert sorted(results) == list(range(200))
+    assert results[7][0] is False and "seven" in str(results[7][1])
+    assert all(results[i] == (True, -1) for i in range(0, 200, 10))
+    assert all(results[i] == (True, i * i) for i in range(200) if i % 10 and i != 7)
+
+
 def test_in_flight_tasks_are_bounded_and_the_source_read_lazily():
     pulled = []
 
