@@ -272,3 +272,19 @@ def test_shipped_goodput_space_holds_eight_candidates():
                                 "restart_s": 600.0}
     specs = list(candidate_specs(space))
     assert len(specs) == 8 and {s["cluster"]["gpus"] for _, s, _ in specs} == {4096}
+
+
+def test_a_fractional_ratio_makes_a_valid_candidate(tmp_path):
+    """oversubscription 1.5 in a space: the candidate is named ...-o1p5-... (kebab case, so its emitted spec
+    loads) and evaluated like any other."""
+    data = yaml.safe_load((ROOT / SPACE).read_text())
+    data["oversubscription"] = [1.5]
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["optimize", str(space), "--format", "json", "--no-cache",
+                                       "--emit-specs", str(tmp_path / "specs")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    names = [c["name"] for c in json.loads(result.stdout)["candidates"]]
+    assert names and all("-o1p5-" in n for n in names)
+    emitted = sorted((tmp_path / "specs").glob("*.yaml"))
+    assert emitted and CliRunner().invoke(main, ["validate", str(emitted[0])]).exit_code == 0

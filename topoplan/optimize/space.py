@@ -266,14 +266,14 @@ def candidate_specs(space: Space):
         for server, topology, switch, ratio, planes in itertools.product(
                 axes["servers"], [t for t in axes["topologies"] if t != "railx"], axes["switches"],
                 axes["oversubscription"], axes["planes"]):
-            name = f"{topology}-{server}-{switch}-{gpus}-o{ratio:g}-p{planes}".replace(".", "_")
+            name = f"{topology}-{server}-{switch}-{gpus}-o{ratio:g}-p{planes}".replace(".", "p")
             fabric = {"topology": topology, "switch": switch, "oversubscription": ratio, "planes": planes}
             if space.scalable_unit and topology != "fat-tree":
                 fabric["scalable_unit"] = space.scalable_unit
             yield from spec(name, gpus, server, fabric)
         if space.size_fat_tree and "fat-tree" in axes["topologies"]:
             for server, ratio, planes in itertools.product(axes["servers"], axes["oversubscription"], axes["planes"]):
-                name = f"fat-tree-{server}-sized-{gpus}-o{ratio:g}-p{planes}".replace(".", "_")
+                name = f"fat-tree-{server}-sized-{gpus}-o{ratio:g}-p{planes}".replace(".", "p")
                 sizing = {"switches": list(axes["switches"]), "max_ratio": ratio,
                           "max_tiers": _sizing_tiers(space), "cabling": dict(space.cabling)}
                 yield from spec(name, gpus, server, {"topology": "fat-tree", "planes": planes}, sizing)
