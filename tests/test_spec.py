@@ -6,7 +6,7 @@ import pytest
 
 from topoplan import yamlio
 from topoplan.errors import SpecError
-from topoplan.spec import design_from_data, load_design
+from topoplan.spec import design_from_data
 
 
 def test_line_numbers_point_into_the_file():
