@@ -13,9 +13,12 @@ are computed again: the classic flow-level event sequence. All flows finishing w
 What this leaves out: packets, queues, PFC pauses and head-of-line blocking, congestion-control
 dynamics, retransmission. It is a fluid model: a flow's rate changes the instant another flow ends.
 
-Cost: one round of filling is a few passes over the flow x arc entries (``max_min_rates`` freezes every
-local bottleneck in one round); an event takes a handful of rounds. Equal flows that start together need few events (one per distinct bottleneck
-count); thousands of distinct sizes need thousands of events.
+Cost: a fill visits each flow's entries once (when it freezes) and each saturated arc's flows once, plus
+a pass over the arcs per fill level; the arc-major copy of the entries is built once per call (a
+counting sort). Events at which no rate changes (the flows that end were faster than every flow left:
+equal flows that start together, after the first fill) are processed in one batch, sorted by finish
+time. Unequal sizes or staggered starts need a fill of the affected flows at each event that changes
+rates.
 """
 
 from __future__ import annotations
@@ -38,67 +41,112 @@ class FlowTimes:
 
 @dataclass
 class Incidence:
-    """Which flow crosses which arc, as the solver walks it: entries in flow order (``flow``, ``arc``) and a
-    permutation of them into arc order (``by_arc``, with ``arc_starts`` the first entry of each arc that
-    has one, ``arc_ids`` those arcs)."""
+    """Which flow crosses which arc, both ways: CSR by flow (``flow_ptr``, ``arc``) and CSR by arc
+    (``arc_ptr``, ``arc_flow``: the flows crossing each arc, ascending). Indices are int32 where they fit."""
 
-    flow: np.ndarray
+    flow_ptr: np.ndarray
     arc: np.ndarray
-    flow_starts: np.ndarray
-    by_arc: np.ndarray
-    arc_starts: np.ndarray
-    arc_ids: np.ndarray
+    arc_ptr: np.ndarray
+    arc_flow: np.ndarray
     num_arcs: int
+
+    @property
+    def num_flows(self) -> int:
+        return self.flow_ptr.size - 1
 
     @classmethod
     def of(cls, arc_ptr: np.ndarray, arcs: np.ndarray, num_arcs: int) -> "Incidence":
         """From CSR paths in which every flow crosses at least one arc."""
-        flow = np.repeat(np.arange(arc_ptr.size - 1), np.diff(arc_ptr))
-        by_arc = np.argsort(arcs, kind="stable")
-        sorted_arcs = arcs[by_arc]
-        first = np.flatnonzero(np.r_[True, sorted_arcs[1:] != sorted_arcs[:-1]])
-        return cls(flow, arcs, arc_ptr[:-1], by_arc, first, sorted_arcs[first], num_arcs)
+        import scipy.sparse as sp  # lazily, as the engines do
+
+        arc_ptr, arcs = _index(np.asarray(arc_ptr)), _index(np.asarray(arcs))
+        flows = arc_ptr.size - 1
+        # scipy's CSR -> CSC conversion is a counting sort: the arc-major copy in O(entries + arcs)
+        matrix = sp.csr_matrix((np.ones(arcs.size, dtype=np.int8), arcs, arc_ptr), shape=(flows, num_arcs))
+        by_arc = matrix.tocsc()
+        return cls(arc_ptr, arcs, _index(by_arc.indptr), _index(by_arc.indices), num_arcs)
 
     def subset(self, flows: np.ndarray) -> "Incidence":
         """The entries of ``flows`` (ascending flow ids), renumbered ``0..len(flows)-1``."""
-        lengths = np.diff(np.r_[self.flow_starts, self.flow.size])[flows]
-        entries = np.repeat(self.flow_starts[flows] - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + \
-            np.arange(int(lengths.sum()))
-        return Incidence.of(np.r_[0, np.cumsum(lengths)], self.arc[entries], self.num_arcs)
+        entries, lengths = _entries(self.flow_ptr, flows)
+        return Incidence.of(np.concatenate([[0], np.cumsum(lengths)]), self.arc[entries], self.num_arcs)
+
+
+def _index(a: np.ndarray) -> np.ndarray:
+    """int32 if every value fits (indices and offsets), else int64."""
+    if a.dtype == np.int32 or a.size == 0:
+        return a.astype(np.int32, copy=False) if a.size == 0 else a
+    return a.astype(np.int32) if int(a.max()) < 2**31 and int(a.min()) >= 0 else a.astype(np.int64)
+
+
+def _entries(ptr: np.ndarray, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the entries of ``flows`` in CSR ``ptr`` (flow by flow, in order), and each flow's length."""
+    begin = ptr[flows].astype(np.int64)
+    lengths = ptr[flows + 1] - begin
+    total = int(lengths.sum())
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(begin - offsets, lengths) + np.arange(total), lengths
 
 
 def max_min_rates(paths: Incidence, capacity: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, int]:
     """Max-min fair rates of the ``active`` flows (0 for the others) on arcs of ``capacity``, and the number
-    of filling rounds. Every flow crosses at least one arc, of positive capacity.
-
-    Progressive filling, several bottlenecks per round: an arc's fill level (its capacity left by frozen
-    flows over its unfrozen flows) only rises as other arcs freeze flows below it, so an arc whose level is
-    the lowest among every arc it shares an unfrozen flow with saturates at exactly that level. Each round
-    freezes the flows of all such arcs at once; the global minimum is always one of them."""
-    rate = np.zeros(active.size)
-    unfrozen = active.copy()
-    used = np.zeros(paths.num_arcs)
-    count = np.bincount(paths.arc, weights=unfrozen[paths.flow], minlength=paths.num_arcs)
-    rounds = 0
-    while unfrozen.any():
-        rounds += 1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            level = np.where(count > 0.5, np.maximum(capacity - used, 0.0) / count, np.inf)
-        entry_level = np.where(unfrozen[paths.flow], level[paths.arc], np.inf)
-        flow_level = np.minimum.reduceat(entry_level, paths.flow_starts)     # the lowest arc on each path
-        lowest_nearby = np.full(paths.num_arcs, np.inf)
-        lowest_nearby[paths.arc_ids] = np.minimum.reduceat(
-            np.where(unfrozen[paths.flow], flow_level[paths.flow], np.inf)[paths.by_arc], paths.arc_starts)
-        local = (count > 0.5) & (level <= lowest_nearby * (1 + _TIE))
-        hit = np.zeros(active.size, dtype=bool)
-        hit[paths.flow[local[paths.arc]]] = True
-        stopped = unfrozen & hit
-        rate[stopped] = flow_level[stopped]
-        unfrozen &= ~stopped
-        on_entry = stopped[paths.flow]
-        used += np.bincount(paths.arc, weights=np.where(on_entry, rate[paths.flow], 0.0), minlength=paths.num_arcs)
-        count -= np.bincount(paths.arc, weights=on_entry, minlength=paths.num_arcs)
+    of filling rounds. Every flow crosses at least one arc, of positive capacity."""
+    rate, rounds, _order = _fill(paths, capacity, active)
     return rate, rounds
+
+
+def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray):
+    """Progressive filling, arc by arc: the arcs at the lowest fill level (capacity left by frozen flows
+    over unfrozen flows, within ``_TIE``) saturate; their unfrozen flows freeze at the lowest level on
+    their paths; the other arcs of those flows give up the flows and take their rates. An arc's level
+    only rises as flows on it freeze (each freezes at no more than that arc's level), so the levels of
+    successive rounds rise by more than the tie and each flow's rate is the level of the first of its
+    arcs to saturate.
+
+    Returns the rates, the rounds, and the frozen flows in ascending order of rate."""
+    flows, m = paths.num_flows, paths.num_arcs
+    rate = np.zeros(flows)
+    unfrozen = np.asarray(active, dtype=bool).copy()
+    if unfrozen.all():
+        count = np.diff(paths.arc_ptr).astype(np.int64)
+    else:
+        entries, _ = _entries(paths.flow_ptr, np.flatnonzero(unfrozen))
+        count = np.bincount(paths.arc[entries], minlength=m)
+        del entries
+    left = np.asarray(capacity, dtype=np.float64).copy()
+    order = []
+    rounds = 0
+    live = np.flatnonzero(count > 0)
+    while live.size:
+        rounds += 1
+        level = np.maximum(left[live], 0.0) / count[live]
+        lowest = float(level.min())
+        full = live[level <= lowest * (1 + _TIE)]
+        begin, end = paths.arc_ptr[full].astype(np.int64), paths.arc_ptr[full + 1].astype(np.int64)
+        if full.size == 1:
+            crossing = paths.arc_flow[begin[0]:end[0]]
+        else:
+            crossing = paths.arc_flow[np.repeat(begin - (np.cumsum(end - begin) - (end - begin)), end - begin) +
+                                      np.arange(int((end - begin).sum()))]
+        crossing = crossing[unfrozen[crossing]]
+        if full.size > 1:
+            crossing = np.unique(crossing)
+        entries, lengths = _entries(paths.flow_ptr, crossing)
+        on = paths.arc[entries]
+        del entries
+        arc_level = np.full(m, np.inf)
+        arc_level[live] = level
+        frozen_at = np.minimum.reduceat(arc_level[on], np.cumsum(lengths) - lengths) if on.size else np.zeros(0)
+        rate[crossing] = frozen_at
+        unfrozen[crossing] = False
+        count -= np.bincount(on, minlength=m)
+        left -= np.bincount(on, weights=np.repeat(frozen_at, lengths), minlength=m)
+        left[full] = 0.0
+        live = live[count[live] > 0]
+        if frozen_at.size and frozen_at.min() != frozen_at.max():
+            crossing = crossing[np.argsort(frozen_at, kind="stable")]
+        order.append(crossing)
+    return rate, rounds, np.concatenate(order) if order else np.zeros(0, dtype=np.int64)
 
 
 def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarray, capacity_Bps: np.ndarray,
@@ -117,58 +165,105 @@ def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarr
     flows = size.size
     start = np.zeros(flows) if start_s is None else np.asarray(start_s, dtype=np.float64)
     completion = start.copy()
-    moves = (size > 0) & (np.diff(arc_ptr) > 0)
+    arc_ptr = np.asarray(arc_ptr)
+    lengths = np.diff(arc_ptr)
+    moves = (size > 0) & (lengths > 0)
     if not moves.any():
         return FlowTimes(completion)
-    arc_ptr = np.asarray(arc_ptr)
-    moving = np.flatnonzero(moves)
-    lengths = np.diff(arc_ptr)[moving]
-    keep = np.repeat(moves, np.diff(arc_ptr))
-    paths = Incidence.of(np.concatenate([[0], np.cumsum(lengths)]), np.asarray(arcs)[keep], capacity_Bps.size)
-    size, start = size[moving], start[moving]
-    flows = moving.size
+    capacity = np.asarray(capacity_Bps, dtype=np.float64)
+    if moves.all():
+        moving = None
+        paths = Incidence.of(arc_ptr, arcs, capacity.size)
+    else:
+        moving = np.flatnonzero(moves)
+        keep = np.repeat(moves, lengths)
+        paths = Incidence.of(np.concatenate([[0], np.cumsum(lengths[moving])]), np.asarray(arcs)[keep], capacity.size)
+        del keep
+        size, start = size[moving], start[moving]
+    del lengths
+    finish, events, rounds = _events(paths, capacity, size, start, start_s is None)
+    if moving is None:
+        completion = finish
+    else:
+        completion[moving] = finish
+    return FlowTimes(completion, events, rounds)
+
+
+def _events(paths: Incidence, capacity: np.ndarray, size: np.ndarray, start: np.ndarray, together: bool):
+    """The event sequence: fill, advance to the next flow end (or start), repeat. Flows slower than every
+    flow that just ended keep their rates (filling up to that level is what it was: an ended flow froze no
+    arc below its own rate); arrivals change every level. While the flows that end are faster than every
+    flow left, nothing is filled again, so those events are taken in one batch in order of finish time."""
+    flows = size.size
     remaining = size.copy()
     finish = np.zeros(flows)
     waiting = np.ones(flows, dtype=bool)   # not started yet
     active = np.zeros(flows, dtype=bool)
+    rate = np.zeros(flows)
     now = float(start.min())
     events = rounds = 0
-    rate = np.zeros(flows)
     floor = 0.0   # the lowest rate among the flows that ended at the last event
-    while waiting.any() or active.any():
-        arrived = waiting & (start <= now * (1 + _TIE))
-        active |= arrived
-        waiting &= ~arrived
-        if arrived.any():
-            floor = 0.0
-        if not active.any():          # idle until the next flow starts
-            now = float(start[waiting].min())
-            continue
-        # flows slower than every flow that just ended keep their rates: filling up to that level is what
-        # it was (an ended flow froze no arc below its own rate); arrivals change every level
-        kept = active & (rate < floor * (1 - _TIE))
-        solve = np.flatnonzero(active & ~kept)
-        if solve.size:
-            left = capacity_Bps - np.bincount(paths.arc, weights=np.where(kept[paths.flow], rate[paths.flow], 0.0),
-                                              minlength=paths.num_arcs)
-            rate[solve], filled = max_min_rates(paths.subset(solve), left, np.ones(solve.size, dtype=bool))
-            rounds += filled
-        events += 1
-        index = np.flatnonzero(active)
-        to_finish = remaining[index] / rate[index]
-        step = float(to_finish.min())
+    ascending = None   # the active flows by ascending rate, when one fill gave every rate
+    while True:
         if waiting.any():
-            step = min(step, float(start[waiting].min()) - now)
-        now += step
-        done = to_finish <= step * (1 + _TIE)
-        remaining[index] -= rate[index] * step
-        finish[index[done]] = now
-        if done.any():
-            floor = float(rate[index[done]].min())
-        remaining[index[done]] = 0.0
-        active[index[done]] = False
-    completion[moving] = finish
-    return FlowTimes(completion, events, rounds)
+            arrived = waiting & (start <= now * (1 + _TIE)) if not together else waiting
+            if arrived.any():
+                active |= arrived
+                waiting &= ~arrived
+                floor = 0.0
+        if not active.any():
+            if not waiting.any():
+                break
+            now = float(start[waiting].min())   # idle until the next flow starts
+            continue
+        kept = active & (rate < floor * (1 - _TIE))
+        solve = active & ~kept
+        if solve.any():
+            left = capacity
+            if kept.any():
+                entries, lengths = _entries(paths.flow_ptr, np.flatnonzero(kept))
+                left = capacity - np.bincount(paths.arc[entries], weights=np.repeat(rate[kept], lengths),
+                                              minlength=paths.num_arcs)
+                del entries
+            solved, filled, order = _fill(paths, left, solve)
+            rate[solve] = solved[solve]
+            rounds += filled
+            ascending = order if not kept.any() else None
+        index = np.flatnonzero(active)
+        next_start = float(start[waiting].min()) - now if waiting.any() else np.inf
+        if ascending is not None and ascending.size == index.size and \
+                remaining[index].min() == remaining[index].max():
+            sequence = ascending[::-1]          # equal bytes left: the fastest finish first
+        else:
+            to_finish = remaining[index] / rate[index]
+            sequence = index[np.argsort(to_finish, kind="stable")]
+        ascending = None
+        ends = remaining[sequence] / rate[sequence]      # from now, if no rate changes
+        rates = rate[sequence]
+        faster_left = np.maximum.accumulate(rates[::-1])[::-1]   # the fastest flow from here on
+        elapsed, i, n = 0.0, 0, sequence.size
+        while i < n:
+            step = float(ends[i]) - elapsed
+            arrival = next_start - elapsed < step
+            if arrival:
+                step = next_start - elapsed
+            j = int(np.searchsorted(ends, elapsed + step * (1 + _TIE), side="right"))
+            elapsed += step
+            events += 1
+            if j > i:
+                finish[sequence[i:j]] = now + elapsed
+                floor = float(rates[i:j].min())
+            i = j
+            if arrival or (i < n and faster_left[i] >= floor * (1 - _TIE)):
+                break
+        done, left_over = sequence[:i], sequence[i:]
+        remaining[left_over] -= rate[left_over] * elapsed
+        remaining[done] = 0.0
+        active[done] = False
+        now += elapsed
+        if not active.any() and not waiting.any():
+            break
+    return finish, events, rounds
 
 
 def summary(completion_s: np.ndarray) -> dict:
