@@ -91,7 +91,7 @@ def _entries(ptr: np.ndarray, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def max_min_rates(paths: Incidence, capacity: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, int]:
     """Max-min fair rates of the ``active`` flows (0 for the others) on arcs of ``capacity``, and the number
     of filling rounds. Every flow crosses at least one arc, of positive capacity."""
-    rate, rounds, _order = _fill(paths, capacity, active)
+    rate, rounds, _order, _used = _fill(paths, capacity, active)
     return rate, rounds
 
 
@@ -103,7 +103,8 @@ def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray):
     successive rounds rise by more than the tie and each flow's rate is the level of the first of its
     arcs to saturate.
 
-    Returns the rates, the rounds, and the frozen flows in ascending order of rate."""
+    Returns the rates, the rounds, the frozen flows in ascending order of rate, and their rates summed
+    per arc."""
     flows, m = paths.num_flows, paths.num_arcs
     rate = np.zeros(flows)
     unfrozen = np.asarray(active, dtype=bool).copy()
@@ -114,6 +115,7 @@ def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray):
         count = np.bincount(paths.arc[entries], minlength=m)
         del entries
     left = np.asarray(capacity, dtype=np.float64).copy()
+    used = np.zeros(m)
     order = []
     rounds = 0
     live = np.flatnonzero(count > 0)
@@ -140,13 +142,14 @@ def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray):
         rate[crossing] = frozen_at
         unfrozen[crossing] = False
         count -= np.bincount(on, minlength=m)
-        left -= np.bincount(on, weights=np.repeat(frozen_at, lengths), minlength=m)
-        left[full] = 0.0
+        taken = np.bincount(on, weights=np.repeat(frozen_at, lengths), minlength=m)
+        left -= taken
+        used += taken
         live = live[count[live] > 0]
         if frozen_at.size and frozen_at.min() != frozen_at.max():
             crossing = crossing[np.argsort(frozen_at, kind="stable")]
         order.append(crossing)
-    return rate, rounds, np.concatenate(order) if order else np.zeros(0, dtype=np.int64)
+    return rate, rounds, np.concatenate(order) if order else np.zeros(0, dtype=np.int64), used
 
 
 def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarray, capacity_Bps: np.ndarray,
@@ -193,17 +196,24 @@ def _events(paths: Incidence, capacity: np.ndarray, size: np.ndarray, start: np.
     """The event sequence: fill, advance to the next flow end (or start), repeat. Flows slower than every
     flow that just ended keep their rates (filling up to that level is what it was: an ended flow froze no
     arc below its own rate); arrivals change every level. While the flows that end are faster than every
-    flow left, nothing is filled again, so those events are taken in one batch in order of finish time."""
+    flow left, nothing is filled again, so those events are taken in one batch in order of finish time.
+
+    The rates of the active flows summed per arc are kept up to date lazily (the flows that ended since
+    the last fill are taken off when a fill needs what the kept flows use), so a fill of a few flows
+    costs their entries, not every flow's."""
     flows = size.size
     remaining = size.copy()
     finish = np.zeros(flows)
     waiting = np.ones(flows, dtype=bool)   # not started yet
     active = np.zeros(flows, dtype=bool)
     rate = np.zeros(flows)
+    on_arc = np.zeros(paths.num_arcs)      # rates of the active flows (and of those in ``ended``) per arc
+    ended = []                             # flows ended since on_arc was last brought up to date
     now = float(start.min())
     events = rounds = 0
     floor = 0.0   # the lowest rate among the flows that ended at the last event
     ascending = None   # the active flows by ascending rate, when one fill gave every rate
+    carried = None     # the active flows by finish time, as the last batch left them
     while True:
         if waiting.any():
             arrived = waiting & (start <= now * (1 + _TIE)) if not together else waiting
@@ -211,6 +221,7 @@ def _events(paths: Incidence, capacity: np.ndarray, size: np.ndarray, start: np.
                 active |= arrived
                 waiting &= ~arrived
                 floor = 0.0
+                carried = None
         if not active.any():
             if not waiting.any():
                 break
@@ -218,23 +229,46 @@ def _events(paths: Incidence, capacity: np.ndarray, size: np.ndarray, start: np.
             continue
         kept = active & (rate < floor * (1 - _TIE))
         solve = active & ~kept
+        merge = None
         if solve.any():
-            left = capacity
+            solving = np.flatnonzero(solve)
             if kept.any():
-                entries, lengths = _entries(paths.flow_ptr, np.flatnonzero(kept))
-                left = capacity - np.bincount(paths.arc[entries], weights=np.repeat(rate[kept], lengths),
-                                              minlength=paths.num_arcs)
+                if ended:
+                    gone = np.concatenate(ended)
+                    entries, lengths = _entries(paths.flow_ptr, gone)
+                    on_arc -= np.bincount(paths.arc[entries], weights=np.repeat(rate[gone], lengths),
+                                          minlength=paths.num_arcs)
+                    ended = []
+                entries, lengths = _entries(paths.flow_ptr, solving)
+                on_arc -= np.bincount(paths.arc[entries], weights=np.repeat(rate[solving], lengths),
+                                      minlength=paths.num_arcs)
                 del entries
-            solved, filled, order = _fill(paths, left, solve)
-            rate[solve] = solved[solve]
+                solved, filled, order, used = _fill(paths, capacity - on_arc, solve)
+                on_arc += used
+                ascending = None
+                merge = solving
+            else:
+                solved, filled, order, used = _fill(paths, capacity, solve)
+                on_arc, ended = used, []
+                ascending = order
+            rate[solving] = solved[solving]
             rounds += filled
-            ascending = order if not kept.any() else None
         index = np.flatnonzero(active)
         next_start = float(start[waiting].min()) - now if waiting.any() else np.inf
+        sequence = None
         if ascending is not None and ascending.size == index.size and \
                 remaining[index].min() == remaining[index].max():
             sequence = ascending[::-1]          # equal bytes left: the fastest finish first
-        else:
+        elif merge is not None and carried is not None and merge.size * 4 < index.size:
+            # the kept flows keep their order; the few filled again are sorted and merged in
+            kept_order = carried[kept[carried]]
+            kept_ends = remaining[kept_order] / rate[kept_order]
+            if kept_order.size + merge.size == index.size and (np.diff(kept_ends) >= 0).all():
+                merge_ends = remaining[merge] / rate[merge]
+                by_end = np.argsort(merge_ends, kind="stable")
+                at = np.searchsorted(kept_ends, merge_ends[by_end], side="right")
+                sequence = np.insert(kept_order, at, merge[by_end])
+        if sequence is None:
             to_finish = remaining[index] / rate[index]
             sequence = index[np.argsort(to_finish, kind="stable")]
         ascending = None
@@ -256,10 +290,11 @@ def _events(paths: Incidence, capacity: np.ndarray, size: np.ndarray, start: np.
             i = j
             if arrival or (i < n and faster_left[i] >= floor * (1 - _TIE)):
                 break
-        done, left_over = sequence[:i], sequence[i:]
-        remaining[left_over] -= rate[left_over] * elapsed
+        done, carried = sequence[:i], sequence[i:]
+        remaining[carried] -= rates[i:] * elapsed
         remaining[done] = 0.0
         active[done] = False
+        ended.append(done)
         now += elapsed
         if not active.any() and not waiting.any():
             break
