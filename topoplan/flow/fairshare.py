@@ -29,6 +29,13 @@ import numpy as np
 
 _TIE = 1e-9   # relative: arcs within this of the smallest fill level fill together; flows finish together
 
+# Flow x arc entries (each flow's arcs, summed over flows) past which fair sharing should be refused.
+# Measured (benchmarks/run.py fairshare-a2a-4k: 125.5 million entries, 16.8 million flows) at PEAK_BYTES
+# per entry of peak resident memory for listing the paths (hashed.flow_paths) and solving them
+# (completion_times) in one process, Python and imports included; MAX_ENTRIES keeps that under 8 GiB.
+PEAK_BYTES_PER_ENTRY = 40
+MAX_ENTRIES = 200_000_000
+
 
 @dataclass
 class FlowTimes:
@@ -299,6 +306,27 @@ def _events(paths: Incidence, capacity: np.ndarray, size: np.ndarray, start: np.
         if not active.any() and not waiting.any():
             break
     return finish, events, rounds
+
+
+def entries_estimate(topology, demand, qps: int = 1) -> int:
+    """Flow x arc entries that fair sharing of ``demand``'s hashed flows would hold, counted without
+    listing any pair: pairs inside one server at 4 arcs (NVLink: GPU, NVSwitch, GPU; else GPU, NIC, leaf,
+    NIC, GPU), other pairs at the fabric's diameter (``Layout.diameter_hops`` network links) plus the
+    two GPU-NIC arcs. An upper bound on generated fabrics, whose diameter is known; all-to-all groups
+    are counted from their members' servers (``p * (p - 1)`` pairs a group)."""
+    server = topology.server
+    layout = topology.layout
+    far = (layout.diameter_hops if layout.diameter_hops > 0 else 2 * max(layout.tiers, 1)) + 2
+    same = int(((server[demand.src] == server[demand.dst]) & (demand.src != demand.dst)).sum())
+    other = int((server[demand.src] != server[demand.dst]).sum())
+    if demand.has_a2a:
+        groups, p = demand.a2a_members.shape
+        for members in demand.a2a_members:
+            per_server = np.unique(server[members], return_counts=True)[1].astype(np.int64)
+            inside = int((per_server * (per_server - 1)).sum())
+            same += inside
+            other += p * (p - 1) - inside
+    return (same * 4 + other * far) * qps
 
 
 def summary(completion_s: np.ndarray) -> dict:

@@ -165,7 +165,37 @@ def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
     return routed
 
 
-_GROUP_CHUNK = 1 << 18   # (node, destination) groups whose candidate out-arcs are examined at once
+_COLUMNS = 256   # destinations whose next-hop table is built at once (arcs x this many booleans)
+
+
+def _next_hop_table(topology, setup: _Setup, dist: np.ndarray):
+    """ECMP groups: for every (node, destination column) ``node * b + column``, how many of the node's
+    out-arcs step one level closer (``count``), and where they start in ``pool`` (``first``), in
+    out-arc order: what a switch's forwarding table holds. Built arc by arc over blocks of columns:
+    arc ``u -> v`` is on a shortest path to ``t`` when ``dist[v, t] = dist[u, t] - weight`` and ``v``
+    relays or is ``t``."""
+    n, b = dist.shape
+    arcs = setup.out_arcs
+    tail, head = topology.src[arcs], topology.dst[arcs]
+    weight = setup.weight[arcs][:, None]
+    forwards = setup.relay[head][:, None]
+    count = np.zeros(n * b, dtype=np.int32)
+    first = np.zeros(n * b, dtype=np.int64)
+    pools, base = [], 0
+    for c0 in range(0, b, _COLUMNS):
+        c1 = min(b, c0 + _COLUMNS)
+        at_tail, at_head = dist[tail, c0:c1], dist[head, c0:c1]
+        good = (at_head == at_tail - weight) & (at_head >= 0) & (forwards | (at_head == 0))
+        column, row = np.nonzero(good.T)            # by column, then by out-arc order
+        del good, at_tail, at_head
+        key = tail[row].astype(np.int64) * b + (c0 + column)
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        count[key[starts]] = np.diff(np.r_[starts, key.size])
+        first[key[starts]] = base + starts
+        pools.append(arcs[row])
+        base += key.size
+    pool = np.concatenate(pools) if pools else np.zeros(0, dtype=np.int64)
+    return count, first, pool
 
 
 def _walk(topology, setup: _Setup, dist, here, col, flow_id, seed, load=None, flow_bytes=None, out=None,
@@ -174,33 +204,25 @@ def _walk(topology, setup: _Setup, dist, here, col, flow_id, seed, load=None, fl
     next hop: ``load`` (optional) gets its bytes on every arc it takes, ``out[pos + hop]`` (optional) the
     arc it takes at each hop.
 
-    The next hops of a flow depend only on where it is and where it goes, so they are worked out once
-    per (node, destination) the walk meets at a hop (the candidate out-arcs, in out-arc order, that step
-    one level closer), and each flow then picks one of its group's by the hash: the same pick as
-    examining every flow's out-arcs, without a flows x degree matrix."""
+    The next hops of a flow depend only on where it is and where it goes, so they come from a table per
+    (node, destination) (``_next_hop_table``), and each flow picks one of its group's by the hash: the
+    same pick as examining every flow's out-arcs, without a flows x degree matrix. Only flows with more
+    than one next hop are hashed (the pick of one is that one)."""
     m = topology.num_arcs
     n, b = dist.shape
     flat = dist.ravel()
-    indptr, out_arcs, weight, relay = setup.indptr, setup.out_arcs, setup.weight, setup.relay
-    present = np.zeros(n * b, dtype=bool)
-    group_of = np.zeros(n * b, dtype=np.int32)
+    count, first, pool = _next_hop_table(topology, setup, dist)
     salt = np.uint64(seed) * np.uint64(0x100000001B3)
     key = here.astype(np.int64) * b + col
     hop = 0
     while key.size:
-        present[key] = True
-        groups = np.flatnonzero(present)
-        present[groups] = False
-        group_of[groups] = np.arange(groups.size, dtype=np.int32)
-        count, first, good_arcs = _next_hops(groups, b, flat, indptr, out_arcs, weight, relay, topology.dst)
-        g = group_of[key]
-        choices = count[g]
-        pick = first[g]
+        choices = count[key]
+        pick = first[key]
         multi = np.flatnonzero(choices > 1)
         if multi.size:
             hashed = (salt ^ (flow_id[multi] << np.uint64(8))) ^ np.uint64(hop)
             pick[multi] += (_mix(hashed) % choices[multi].astype(np.uint64)).astype(np.int64)
-        chosen = good_arcs[pick]
+        chosen = pool[pick]
         if load is not None:
             load += np.bincount(chosen, weights=flow_bytes, minlength=m)
         if out is not None:
@@ -214,26 +236,3 @@ def _walk(topology, setup: _Setup, dist, here, col, flow_id, seed, load=None, fl
             if out is not None:
                 pos = pos[still]
         hop += 1
-
-
-def _next_hops(groups, b, flat, indptr, out_arcs, weight, relay, head_of):
-    """For (node, destination) groups ``node * b + column``: how many out-arcs step one level closer, the
-    first of them in ``good_arcs`` (int64 per group), and ``good_arcs``."""
-    counts, firsts, pools, base = [], [], [], 0
-    for start in range(0, groups.size, _GROUP_CHUNK):
-        chunk = groups[start:start + _GROUP_CHUNK]
-        u, c = chunk // b, chunk % b
-        level = flat[chunk]
-        degree = indptr[u + 1] - indptr[u]
-        offsets = np.cumsum(degree) - degree
-        owner = np.repeat(np.arange(chunk.size), degree)
-        cand = out_arcs[np.repeat(indptr[u] - offsets, degree) + np.arange(int(degree.sum()))]
-        head = head_of[cand]
-        head_level = flat[head * b + c[owner]]
-        good = (head_level == level[owner] - weight[cand]) & (relay[head] | (head_level == 0))
-        count = np.bincount(owner[good], minlength=chunk.size)
-        counts.append(count)
-        firsts.append(base + np.cumsum(count) - count)
-        pools.append(cand[good])
-        base += int(count.sum())
-    return np.concatenate(counts), np.concatenate(firsts), np.concatenate(pools)
