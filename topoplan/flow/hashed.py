@@ -51,7 +51,7 @@ def flow_paths(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     index_type = np.int32 if topology.num_arcs < 2**31 else np.int64
     if flows == 0:
         return np.zeros(1, dtype=np.int32), np.zeros(0, dtype=index_type), bytes_
-    flow_src, flow_dst = np.repeat(src, qps), np.repeat(dst, qps)
+    flow_src, flow_dst = (src, dst) if qps == 1 else (np.repeat(src, qps), np.repeat(dst, qps))
     blocks = list(setup.blocks(flow_dst, 1024 * 2**20))
     lengths = np.zeros(flows, dtype=np.int32)
     kept = None
@@ -67,9 +67,10 @@ def flow_paths(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     arcs = np.empty(total, dtype=index_type)
     for targets, mine, col in blocks:
         dist = kept if kept is not None else distances_to(setup.graph, targets)[0]
-        go = lengths[mine] > 0
-        _walk(topology, setup, dist, flow_src[mine[go]], col[go], mine[go].astype(np.uint64), seed,
-              out=arcs, pos=arc_ptr[mine[go]].astype(np.int64))
+        go = mine[lengths[mine] > 0]
+        col = col[lengths[mine] > 0] if go.size < mine.size else col
+        _walk(topology, setup, dist, flow_src[go], col, go.astype(np.uint64), seed, lengths[go],
+              out=arcs, pos=arc_ptr[go].astype(np.int64))
         del dist
         kept = None
     return arc_ptr, arcs, bytes_
@@ -114,6 +115,10 @@ class _Setup:
         targets_all = np.unique(flow_dst)
         block = max(1, min(targets_all.size, budget_bytes // (n * 8)))
         col_of = np.full(n, -1, dtype=np.int64)
+        if block >= targets_all.size:
+            col_of[targets_all] = np.arange(targets_all.size)
+            yield targets_all, np.arange(flow_dst.size), col_of[flow_dst]
+            return
         for start in range(0, targets_all.size, block):
             targets = targets_all[start:start + block]
             col_of[targets] = np.arange(targets.size)
@@ -153,13 +158,15 @@ def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
     flow_bytes = np.repeat(size / qps, qps)
     for targets, mine, col in setup.blocks(flow_dst):
         dist, _outdeg, _levels = distances_to(setup.graph, targets)
-        lost = dist[flow_src[mine], col] < 0
+        to_go = dist[flow_src[mine], col]
+        lost = to_go < 0
         go = mine[~lost]
+        hops = _hop_counts(to_go[~lost], setup.weight_set, topology.num_nodes)
         for seed, out in zip(seeds, routed):
             if lost.any():
                 out.unreachable_pairs += int(lost.sum()) // qps
                 out.unreachable_bytes += float(flow_bytes[mine][lost].sum())
-            _walk(topology, setup, dist, flow_src[go], col[~lost], go.astype(np.uint64), seed,
+            _walk(topology, setup, dist, flow_src[go], col[~lost], go.astype(np.uint64), seed, hops,
                   load=out.load, flow_bytes=flow_bytes[go])
     del flows
     return routed
@@ -169,39 +176,40 @@ _COLUMNS = 256   # destinations whose next-hop table is built at once (arcs x th
 
 
 def _next_hop_table(topology, setup: _Setup, dist: np.ndarray):
-    """ECMP groups: for every (node, destination column) ``node * b + column``, how many of the node's
-    out-arcs step one level closer (``count``), and where they start in ``pool`` (``first``), in
-    out-arc order: what a switch's forwarding table holds. Built arc by arc over blocks of columns:
-    arc ``u -> v`` is on a shortest path to ``t`` when ``dist[v, t] = dist[u, t] - weight`` and ``v``
-    relays or is ``t``."""
+    """ECMP groups: for every (node, destination column) ``node * b + column``, where its out-arcs that
+    step one level closer start in ``pool`` and how many there are, packed as ``start << shift | count``
+    (int64; ``shift`` bits hold the largest out-degree), in out-arc order: what a switch's forwarding table holds. Built arc by arc over blocks of
+    columns: arc ``u -> v`` is on a shortest path to ``t`` when ``dist[v, t] = dist[u, t] - weight`` and
+    ``v`` relays or is ``t``."""
     n, b = dist.shape
+    small = dist.max(initial=0) < 2**15
+    narrow = dist.astype(np.int16) if small else dist
     arcs = setup.out_arcs
     tail, head = topology.src[arcs], topology.dst[arcs]
-    weight = setup.weight[arcs][:, None]
+    weight = setup.weight[arcs][:, None].astype(narrow.dtype)
     forwards = setup.relay[head][:, None]
-    count = np.zeros(n * b, dtype=np.int32)
-    first = np.zeros(n * b, dtype=np.int64)
+    shift = max(1, int(np.diff(setup.indptr).max(initial=1)).bit_length())
+    table = np.zeros(n * b, dtype=np.int64)
     pools, base = [], 0
     for c0 in range(0, b, _COLUMNS):
         c1 = min(b, c0 + _COLUMNS)
-        at_tail, at_head = dist[tail, c0:c1], dist[head, c0:c1]
-        good = (at_head == at_tail - weight) & (at_head >= 0) & (forwards | (at_head == 0))
+        at_tail, at_head = narrow[tail, c0:c1], narrow[head, c0:c1]
+        good = (at_head == at_tail - weight) & (forwards | (at_head == 0)) & (at_tail > 0)
         column, row = np.nonzero(good.T)            # by column, then by out-arc order
         del good, at_tail, at_head
         key = tail[row].astype(np.int64) * b + (c0 + column)
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        count[key[starts]] = np.diff(np.r_[starts, key.size])
-        first[key[starts]] = base + starts
+        table[key[starts]] = ((base + starts) << shift) | np.diff(np.r_[starts, key.size])
         pools.append(arcs[row])
         base += key.size
     pool = np.concatenate(pools) if pools else np.zeros(0, dtype=np.int64)
-    return count, first, pool
+    return table, pool, shift
 
 
-def _walk(topology, setup: _Setup, dist, here, col, flow_id, seed, load=None, flow_bytes=None, out=None,
+def _walk(topology, setup: _Setup, dist, here, col, flow_id, seed, hops, load=None, flow_bytes=None, out=None,
           pos=None) -> None:
-    """Move every flow (all reachable, not at their destination) hop by hop along one hashed shortest-path
-    next hop: ``load`` (optional) gets its bytes on every arc it takes, ``out[pos + hop]`` (optional) the
+    """Move every flow (all reachable, not at their destination, ``hops`` arcs from it) hop by hop along
+    one hashed shortest-path next hop: ``load`` (optional) gets its bytes on every arc it takes, ``out[pos + hop]`` (optional) the
     arc it takes at each hop.
 
     The next hops of a flow depend only on where it is and where it goes, so they come from a table per
@@ -209,15 +217,16 @@ def _walk(topology, setup: _Setup, dist, here, col, flow_id, seed, load=None, fl
     same pick as examining every flow's out-arcs, without a flows x degree matrix. Only flows with more
     than one next hop are hashed (the pick of one is that one)."""
     m = topology.num_arcs
-    n, b = dist.shape
-    flat = dist.ravel()
-    count, first, pool = _next_hop_table(topology, setup, dist)
+    b = dist.shape[1]
+    table, pool, shift = _next_hop_table(topology, setup, dist)
+    low = (1 << shift) - 1
     salt = np.uint64(seed) * np.uint64(0x100000001B3)
     key = here.astype(np.int64) * b + col
     hop = 0
     while key.size:
-        choices = count[key]
-        pick = first[key]
+        entry = table[key]
+        pick = entry >> shift
+        choices = entry & low
         multi = np.flatnonzero(choices > 1)
         if multi.size:
             hashed = (salt ^ (flow_id[multi] << np.uint64(8))) ^ np.uint64(hop)
@@ -228,9 +237,9 @@ def _walk(topology, setup: _Setup, dist, here, col, flow_id, seed, load=None, fl
         if out is not None:
             out[pos + hop] = chosen
         key = topology.dst[chosen] * b + col
-        still = flat[key] > 0
+        still = hops > hop + 1
         if not still.all():
-            key, col, flow_id = key[still], col[still], flow_id[still]
+            key, col, flow_id, hops = key[still], col[still], flow_id[still], hops[still]
             if load is not None:
                 flow_bytes = flow_bytes[still]
             if out is not None:
