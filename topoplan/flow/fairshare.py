@@ -49,13 +49,17 @@ class FlowTimes:
 @dataclass
 class Incidence:
     """Which flow crosses which arc, both ways: CSR by flow (``flow_ptr``, ``arc``) and CSR by arc
-    (``arc_ptr``, ``arc_flow``: the flows crossing each arc, ascending). Indices are int32 where they fit."""
+    (``arc_ptr``, ``arc_flow``: the flows crossing each arc, ascending). Indices are int32 where they fit.
+    ``dense`` (when padding costs less than the entries themselves): each flow's arcs as a row of a
+    flows x longest-path matrix, padded with ``num_arcs`` (an arc of no capacity use and infinite level),
+    so that a flow's arcs are one row read, not a CSR gather."""
 
     flow_ptr: np.ndarray
     arc: np.ndarray
     arc_ptr: np.ndarray
     arc_flow: np.ndarray
     num_arcs: int
+    dense: np.ndarray | None = None
 
     @property
     def num_flows(self) -> int:
@@ -71,12 +75,47 @@ class Incidence:
         # scipy's CSR -> CSC conversion is a counting sort: the arc-major copy in O(entries + arcs)
         matrix = sp.csr_matrix((np.ones(arcs.size, dtype=np.int8), arcs, arc_ptr), shape=(flows, num_arcs))
         by_arc = matrix.tocsc()
-        return cls(arc_ptr, arcs, _index(by_arc.indptr), _index(by_arc.indices), num_arcs)
+        del matrix
+        return cls(arc_ptr, arcs, _index(by_arc.indptr), _index(by_arc.indices), num_arcs,
+                   _dense(arc_ptr, arcs, num_arcs))
+
+    def arc_sums(self, flows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Per arc, how many of ``flows`` cross it (or the sum of their ``weights``)."""
+        if self.dense is not None:
+            on = self.dense[flows].ravel()
+            w = None if weights is None else np.repeat(weights, self.dense.shape[1])
+        else:
+            entries, lengths = _entries(self.flow_ptr, flows)
+            on = self.arc[entries]
+            w = None if weights is None else np.repeat(weights, lengths)
+        return np.bincount(on, weights=w, minlength=self.num_arcs + 1)[:self.num_arcs]
 
     def subset(self, flows: np.ndarray) -> "Incidence":
         """The entries of ``flows`` (ascending flow ids), renumbered ``0..len(flows)-1``."""
         entries, lengths = _entries(self.flow_ptr, flows)
         return Incidence.of(np.concatenate([[0], np.cumsum(lengths)]), self.arc[entries], self.num_arcs)
+
+
+def _dense(arc_ptr: np.ndarray, arcs: np.ndarray, num_arcs: int) -> np.ndarray | None:
+    """Rows of arcs padded with ``num_arcs`` (see ``Incidence``), or None when padding would double the
+    entries."""
+    lengths = np.diff(arc_ptr)
+    width = int(lengths.max(initial=0))
+    if width == 0 or lengths.size * width > 2 * arcs.size:
+        return None
+    flows = lengths.size
+    if (lengths == width).all():
+        return arcs.reshape(flows, width)   # every path as long: the entries are the rows already
+    dense = np.empty((flows, width), dtype=np.int32 if num_arcs < 2**31 - 1 else np.int64)
+    flat = dense.reshape(-1)
+    chunk = 1 << 20
+    for f0 in range(0, flows, chunk):   # row by row in place, a block of flows at a time
+        f1 = min(flows, f0 + chunk)
+        flat[f0 * width:f1 * width] = num_arcs
+        e0, e1 = int(arc_ptr[f0]), int(arc_ptr[f1])
+        shift = np.repeat(np.arange(f0, f1, dtype=np.int64) * width - arc_ptr[f0:f1], lengths[f0:f1])
+        flat[shift + np.arange(e0, e1)] = arcs[e0:e1]
+    return dense
 
 
 def _index(a: np.ndarray) -> np.ndarray:
@@ -115,48 +154,61 @@ def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray):
     flows, m = paths.num_flows, paths.num_arcs
     rate = np.zeros(flows)
     unfrozen = np.asarray(active, dtype=bool).copy()
+    count = np.zeros(m + 1, dtype=np.int64)      # unfrozen flows per arc (the last: the padding arc)
     if unfrozen.all():
-        count = np.diff(paths.arc_ptr).astype(np.int64)
+        count[:m] = np.diff(paths.arc_ptr)
     else:
-        entries, _ = _entries(paths.flow_ptr, np.flatnonzero(unfrozen))
-        count = np.bincount(paths.arc[entries], minlength=m)
-        del entries
-    left = np.asarray(capacity, dtype=np.float64).copy()
-    used = np.zeros(m)
+        count[:m] = paths.arc_sums(np.flatnonzero(unfrozen))
+    given = np.asarray(capacity, dtype=np.float64)
+    left = np.zeros(m + 1)
+    left[:m] = given
+    arc_level = np.full(m + 1, np.inf)           # read only on arcs of unfrozen flows, all live
+    stamp = np.zeros(flows, dtype=np.int32)
     order = []
     rounds = 0
-    live = np.flatnonzero(count > 0)
+    live = np.flatnonzero(count[:m] > 0)
+    dense = paths.dense
     while live.size:
         rounds += 1
         level = np.maximum(left[live], 0.0) / count[live]
         lowest = float(level.min())
-        full = live[level <= lowest * (1 + _TIE)]
-        begin, end = paths.arc_ptr[full].astype(np.int64), paths.arc_ptr[full + 1].astype(np.int64)
+        at = level <= lowest * (1 + _TIE)
+        full = live[at]
         if full.size == 1:
-            crossing = paths.arc_flow[begin[0]:end[0]]
+            crossing = paths.arc_flow[paths.arc_ptr[full[0]]:paths.arc_ptr[full[0] + 1]]
+            crossing = crossing[unfrozen[crossing]]
         else:
-            crossing = paths.arc_flow[np.repeat(begin - (np.cumsum(end - begin) - (end - begin)), end - begin) +
-                                      np.arange(int((end - begin).sum()))]
-        crossing = crossing[unfrozen[crossing]]
-        if full.size > 1:
-            crossing = np.unique(crossing)
-        entries, lengths = _entries(paths.flow_ptr, crossing)
-        on = paths.arc[entries]
-        del entries
-        arc_level = np.full(m, np.inf)
+            begin, end = paths.arc_ptr[full].astype(np.int64), paths.arc_ptr[full + 1].astype(np.int64)
+            size = end - begin
+            crossing = paths.arc_flow[np.repeat(begin - (np.cumsum(size) - size), size) + np.arange(int(size.sum()))]
+            crossing = crossing[unfrozen[crossing]]
+            # once each (a flow may cross several of these arcs): the one position its stamp kept
+            stamp[crossing] = np.arange(crossing.size, dtype=np.int32)
+            crossing = crossing[stamp[crossing] == np.arange(crossing.size)]
         arc_level[live] = level
-        frozen_at = np.minimum.reduceat(arc_level[on], np.cumsum(lengths) - lengths) if on.size else np.zeros(0)
+        if dense is not None:
+            rows = dense[crossing]
+            frozen_at = arc_level[rows].min(axis=1)
+            on, width = rows.ravel(), rows.shape[1]
+        else:
+            entries, lengths = _entries(paths.flow_ptr, crossing)
+            on = paths.arc[entries]
+            del entries
+            frozen_at = np.minimum.reduceat(arc_level[on], np.cumsum(lengths) - lengths) if on.size else np.zeros(0)
+            width = lengths
         rate[crossing] = frozen_at
         unfrozen[crossing] = False
-        count -= np.bincount(on, minlength=m)
-        taken = np.bincount(on, weights=np.repeat(frozen_at, lengths), minlength=m)
-        left -= taken
-        used += taken
-        live = live[count[live] > 0]
-        if frozen_at.size and frozen_at.min() != frozen_at.max():
+        gone = np.bincount(on, minlength=m + 1)
+        count -= gone
+        same = frozen_at.size == 0 or frozen_at.min() == frozen_at.max()
+        if same:   # the usual case: every flow freezes at the lowest level exactly
+            left -= gone * (frozen_at[0] if frozen_at.size else 0.0)
+        else:
+            left -= np.bincount(on, weights=np.repeat(frozen_at, width), minlength=m + 1)
             crossing = crossing[np.argsort(frozen_at, kind="stable")]
+        live = live[count[live] > 0]
         order.append(crossing)
-    return rate, rounds, np.concatenate(order) if order else np.zeros(0, dtype=np.int64), used
+    return rate, rounds, np.concatenate(order) if order else np.zeros(0, dtype=np.int64), given - left[:m]
 
 
 def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarray, capacity_Bps: np.ndarray,
@@ -242,14 +294,9 @@ def _events(paths: Incidence, capacity: np.ndarray, size: np.ndarray, start: np.
             if kept.any():
                 if ended:
                     gone = np.concatenate(ended)
-                    entries, lengths = _entries(paths.flow_ptr, gone)
-                    on_arc -= np.bincount(paths.arc[entries], weights=np.repeat(rate[gone], lengths),
-                                          minlength=paths.num_arcs)
+                    on_arc -= paths.arc_sums(gone, rate[gone])
                     ended = []
-                entries, lengths = _entries(paths.flow_ptr, solving)
-                on_arc -= np.bincount(paths.arc[entries], weights=np.repeat(rate[solving], lengths),
-                                      minlength=paths.num_arcs)
-                del entries
+                on_arc -= paths.arc_sums(solving, rate[solving])
                 solved, filled, order, used = _fill(paths, capacity - on_arc, solve)
                 on_arc += used
                 ascending = None
@@ -264,7 +311,8 @@ def _events(paths: Incidence, capacity: np.ndarray, size: np.ndarray, start: np.
         next_start = float(start[waiting].min()) - now if waiting.any() else np.inf
         sequence = None
         if ascending is not None and ascending.size == index.size and \
-                remaining[index].min() == remaining[index].max():
+                (remaining.min() == remaining.max() if index.size == flows else
+                 remaining[index].min() == remaining[index].max()):
             sequence = ascending[::-1]          # equal bytes left: the fastest finish first
         elif merge is not None and carried is not None and merge.size * 4 < index.size:
             # the kept flows keep their order; the few filled again are sorted and merged in
@@ -279,8 +327,8 @@ def _events(paths: Incidence, capacity: np.ndarray, size: np.ndarray, start: np.
             to_finish = remaining[index] / rate[index]
             sequence = index[np.argsort(to_finish, kind="stable")]
         ascending = None
-        ends = remaining[sequence] / rate[sequence]      # from now, if no rate changes
         rates = rate[sequence]
+        ends = remaining[sequence] / rates      # from now, if no rate changes
         faster_left = np.maximum.accumulate(rates[::-1])[::-1]   # the fastest flow from here on
         elapsed, i, n = 0.0, 0, sequence.size
         while i < n:
