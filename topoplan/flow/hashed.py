@@ -183,19 +183,20 @@ def _next_hop_table(topology, setup: _Setup, dist: np.ndarray):
     ``v`` relays or is ``t``."""
     n, b = dist.shape
     small = dist.max(initial=0) < 2**15
-    narrow = dist.astype(np.int16) if small else dist
+    by_column = np.ascontiguousarray((dist.astype(np.int16) if small else dist).T)   # b x n
     arcs = setup.out_arcs
     tail, head = topology.src[arcs], topology.dst[arcs]
-    weight = setup.weight[arcs][:, None].astype(narrow.dtype)
-    forwards = setup.relay[head][:, None]
+    weight = setup.weight[arcs][None, :].astype(by_column.dtype)
+    forwards = setup.relay[head][None, :]
     shift = max(1, int(np.diff(setup.indptr).max(initial=1)).bit_length())
     table = np.zeros(n * b, dtype=np.int64)
     pools, base = [], 0
     for c0 in range(0, b, _COLUMNS):
         c1 = min(b, c0 + _COLUMNS)
-        at_tail, at_head = narrow[tail, c0:c1], narrow[head, c0:c1]
+        rows = by_column[c0:c1]
+        at_tail, at_head = rows[:, tail], rows[:, head]
         good = (at_head == at_tail - weight) & (forwards | (at_head == 0)) & (at_tail > 0)
-        column, row = np.nonzero(good.T)            # by column, then by out-arc order
+        column, row = np.nonzero(good)              # by column, then by out-arc order
         del good, at_tail, at_head
         key = tail[row].astype(np.int64) * b + (c0 + column)
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
