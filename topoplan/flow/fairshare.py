@@ -30,11 +30,13 @@ import numpy as np
 _TIE = 1e-9   # relative: arcs within this of the smallest fill level fill together; flows finish together
 
 # Flow x arc entries (each flow's arcs, summed over flows) past which fair sharing should be refused.
-# Measured (benchmarks/run.py fairshare-a2a-4k: 125.5 million entries, 16.8 million flows) at PEAK_BYTES
-# per entry of peak resident memory for listing the paths (hashed.flow_paths) and solving them
-# (completion_times) in one process, Python and imports included; MAX_ENTRIES keeps that under 8 GiB.
-PEAK_BYTES_PER_ENTRY = 40
-MAX_ENTRIES = 200_000_000
+# Measured on benchmarks/run.py fairshare-a2a-4k (125.5 million entries, 16.8 million flows): 4,531 MiB
+# peak resident memory for listing the paths (hashed.flow_paths) and solving them (completion_times) in
+# one process, Python and imports included: about 38 bytes per entry (int32 paths, their arc-major copy,
+# the padded rows, per-flow float64 state). MAX_ENTRIES bounds that peak near 5.7 GiB; the time grows
+# about linearly with the entries (31-35 s for those 125.5 million on 2 shared cores).
+PEAK_BYTES_PER_ENTRY = 38
+MAX_ENTRIES = 160_000_000
 
 
 @dataclass
