@@ -116,6 +116,56 @@ def case_hash_a2a_16k():
     return _refused_quickly("benchmarks/specs/hash-a2a-16k.yaml", 1.0, ";")
 
 
+def fairshare_a2a_4k(check: bool = True) -> dict:
+    """The fair-share benchmark's steps, timed one by one (also run by the slow test in
+    tests/test_fairshare.py): build the fabric, compile the world all-to-all's phase as the pipeline does
+    (NCCL's PXN where the layout has it), list ecmp-hash's paths for the first seed, solve max-min fair
+    completion times. ``check``: route the same demand with ``hashed.route`` (not timed) for the hottest
+    arc's load over its capacity, the bound the last flow must meet."""
+    from topoplan.flow import fairshare, hashed
+    from topoplan.flow.algorithms import plan_workload
+    from topoplan.flow.traffic import apply_pxn
+    from topoplan.pipeline import build
+
+    design, catalog = _load("benchmarks/specs/hash-a2a-4k.yaml")
+    qps = design.routing.qps
+    start = time.perf_counter()
+    topology, _bom = build(design, catalog)
+    (plan,), = plan_workload(topology, design)
+    phase, = plan.phases
+    demand = apply_pxn(topology, phase.demand) if topology.layout.pxn else phase.demand
+    built = time.perf_counter()
+    arc_ptr, arcs, size = hashed.flow_paths(topology, demand, seed=0, qps=qps)
+    listed = time.perf_counter()
+    capacity = topology.capacity_gbps * 1e9 / 8
+    times = fairshare.completion_times(arc_ptr, arcs, size, capacity)
+    solved = time.perf_counter()
+    out = {"elapsed": solved - start, "build s": built - start, "paths s": listed - built, "solve s": solved - listed,
+           "flows": int(size.size), "entries": int(arcs.size), "events": times.events, "rounds": times.rounds,
+           "last": float(times.completion_s.max()), "mean": float(times.completion_s.mean()),
+           "estimate": fairshare.entries_estimate(topology, demand, qps), "tiers": topology.layout.tiers}
+    del arc_ptr, arcs, size, times
+    if check:
+        load = hashed.route(topology, demand, seed=0, qps=qps).load
+        out["bound"] = float((load / capacity).max())
+    return out
+
+
+def case_fairshare_a2a_4k():
+    """Max-min fair completion times (flow/fairshare.py) of ecmp-hash's flows, one seed, one queue pair: world all-to-all of 1 GiB over 4,096 DGX H100 GPUs (benchmarks/specs/hash-a2a-4k.yaml; 64-port switches, so three tiers: two hold 2,048), fabric built, demand compiled, paths listed and solved (issue 23: <= 10 s); the last flow must equal the hottest arc's load over its capacity (1e-6)."""
+    run = fairshare_a2a_4k()
+    last, bound = run["last"], run["bound"]
+    equal = last >= bound * (1 - 1e-9) and abs(last / bound - 1) <= 1e-6
+    figures = {"tiers": run["tiers"], "flows": run["flows"], "entries": run["entries"], "estimated entries": run["estimate"],
+               "events": run["events"], "rounds": run["rounds"],
+               "build + demand s": round(run["build s"], 2), "paths s": round(run["paths s"], 2),
+               "solve s": round(run["solve s"], 2), "last ms": round(last * 1e3, 4),
+               "mean ms": round(run["mean"] * 1e3, 4), "hottest arc bound ms": round(bound * 1e3, 4),
+               "last = bound": equal,
+               "peak MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+    return run["elapsed"], figures, equal and run["elapsed"] <= 10.0
+
+
 def case_ecmp_refusal_100k():
     """Generic ECMP on 100,352 RailX chips whose rails all share one ring (tests/hostile/railx-naive-100k.yaml): no closed form applies and the search would take hours, so the report must be refused up front with its estimate."""
     return _refused_quickly("tests/hostile/railx-naive-100k.yaml", 10.0, ":")
@@ -639,6 +689,7 @@ CASES = {
     "full-report-131k": (case_full_report_131k, 5.0, 2048),
     "nccl-sweep-16k": (case_nccl_sweep_16k, 10.0, None),
     "hash-a2a-16k": (case_hash_a2a_16k, 60.0, None),
+    "fairshare-a2a-4k": (case_fairshare_a2a_4k, 10.0, None),
     "graphml-131k": (case_graphml_131k, 20.0, 2048),
     "ecmp-refusal-100k": (case_ecmp_refusal_100k, 10.0, None),
     "ecmp-search-rate": (case_ecmp_search_rate, None, None),

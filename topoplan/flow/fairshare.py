@@ -13,9 +13,12 @@ are computed again: the classic flow-level event sequence. All flows finishing w
 What this leaves out: packets, queues, PFC pauses and head-of-line blocking, congestion-control
 dynamics, retransmission. It is a fluid model: a flow's rate changes the instant another flow ends.
 
-Cost: one round of filling is a few passes over the flow x arc entries (``max_min_rates`` freezes every
-local bottleneck in one round); an event takes a handful of rounds. Equal flows that start together need few events (one per distinct bottleneck
-count); thousands of distinct sizes need thousands of events.
+Cost: a fill visits each flow's entries once (when it freezes) and each saturated arc's flows once, plus
+a pass over the arcs per fill level; the arc-major copy of the entries is built once per call (a
+counting sort). Events at which no rate changes (the flows that end were faster than every flow left:
+equal flows that start together, after the first fill) are processed in one batch, sorted by finish
+time. Unequal sizes or staggered starts need a fill of the affected flows at each event that changes
+rates.
 """
 
 from __future__ import annotations
@@ -25,6 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 
 _TIE = 1e-9   # relative: arcs within this of the smallest fill level fill together; flows finish together
+
+# Flow x arc entries (each flow's arcs, summed over flows) past which fair sharing should be refused.
+# Measured on benchmarks/run.py fairshare-a2a-4k (125.5 million entries, 16.8 million flows): 4,531 MiB
+# peak resident memory for listing the paths (hashed.flow_paths) and solving them (completion_times) in
+# one process, Python and imports included: about 38 bytes per entry (int32 paths, their arc-major copy,
+# the padded rows, per-flow float64 state). MAX_ENTRIES bounds that peak near 5.7 GiB; the time grows
+# about linearly with the entries (31-35 s for those 125.5 million on 2 shared cores).
+PEAK_BYTES_PER_ENTRY = 38
+MAX_ENTRIES = 160_000_000
 
 
 @dataclass
@@ -38,67 +50,167 @@ class FlowTimes:
 
 @dataclass
 class Incidence:
-    """Which flow crosses which arc, as the solver walks it: entries in flow order (``flow``, ``arc``) and a
-    permutation of them into arc order (``by_arc``, with ``arc_starts`` the first entry of each arc that
-    has one, ``arc_ids`` those arcs)."""
+    """Which flow crosses which arc, both ways: CSR by flow (``flow_ptr``, ``arc``) and CSR by arc
+    (``arc_ptr``, ``arc_flow``: the flows crossing each arc, ascending). Indices are int32 where they fit.
+    ``dense`` (when padding costs less than the entries themselves): each flow's arcs as a row of a
+    flows x longest-path matrix, padded with ``num_arcs`` (an arc of no capacity use and infinite level),
+    so that a flow's arcs are one row read, not a CSR gather."""
 
-    flow: np.ndarray
+    flow_ptr: np.ndarray
     arc: np.ndarray
-    flow_starts: np.ndarray
-    by_arc: np.ndarray
-    arc_starts: np.ndarray
-    arc_ids: np.ndarray
+    arc_ptr: np.ndarray
+    arc_flow: np.ndarray
     num_arcs: int
+    dense: np.ndarray | None = None
+
+    @property
+    def num_flows(self) -> int:
+        return self.flow_ptr.size - 1
 
     @classmethod
     def of(cls, arc_ptr: np.ndarray, arcs: np.ndarray, num_arcs: int) -> "Incidence":
         """From CSR paths in which every flow crosses at least one arc."""
-        flow = np.repeat(np.arange(arc_ptr.size - 1), np.diff(arc_ptr))
-        by_arc = np.argsort(arcs, kind="stable")
-        sorted_arcs = arcs[by_arc]
-        first = np.flatnonzero(np.r_[True, sorted_arcs[1:] != sorted_arcs[:-1]])
-        return cls(flow, arcs, arc_ptr[:-1], by_arc, first, sorted_arcs[first], num_arcs)
+        import scipy.sparse as sp  # lazily, as the engines do
+
+        arc_ptr, arcs = _index(np.asarray(arc_ptr)), _index(np.asarray(arcs))
+        flows = arc_ptr.size - 1
+        # scipy's CSR -> CSC conversion is a counting sort: the arc-major copy in O(entries + arcs)
+        matrix = sp.csr_matrix((np.ones(arcs.size, dtype=np.int8), arcs, arc_ptr), shape=(flows, num_arcs))
+        by_arc = matrix.tocsc()
+        del matrix
+        return cls(arc_ptr, arcs, _index(by_arc.indptr), _index(by_arc.indices), num_arcs,
+                   _dense(arc_ptr, arcs, num_arcs))
+
+    def arc_sums(self, flows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Per arc, how many of ``flows`` cross it (or the sum of their ``weights``)."""
+        if self.dense is not None:
+            on = self.dense[flows].ravel()
+            w = None if weights is None else np.repeat(weights, self.dense.shape[1])
+        else:
+            entries, lengths = _entries(self.flow_ptr, flows)
+            on = self.arc[entries]
+            w = None if weights is None else np.repeat(weights, lengths)
+        return np.bincount(on, weights=w, minlength=self.num_arcs + 1)[:self.num_arcs]
 
     def subset(self, flows: np.ndarray) -> "Incidence":
         """The entries of ``flows`` (ascending flow ids), renumbered ``0..len(flows)-1``."""
-        lengths = np.diff(np.r_[self.flow_starts, self.flow.size])[flows]
-        entries = np.repeat(self.flow_starts[flows] - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + \
-            np.arange(int(lengths.sum()))
-        return Incidence.of(np.r_[0, np.cumsum(lengths)], self.arc[entries], self.num_arcs)
+        entries, lengths = _entries(self.flow_ptr, flows)
+        return Incidence.of(np.concatenate([[0], np.cumsum(lengths)]), self.arc[entries], self.num_arcs)
+
+
+def _dense(arc_ptr: np.ndarray, arcs: np.ndarray, num_arcs: int) -> np.ndarray | None:
+    """Rows of arcs padded with ``num_arcs`` (see ``Incidence``), or None when padding would double the
+    entries."""
+    lengths = np.diff(arc_ptr)
+    width = int(lengths.max(initial=0))
+    if width == 0 or lengths.size * width > 2 * arcs.size:
+        return None
+    flows = lengths.size
+    if (lengths == width).all():
+        return arcs.reshape(flows, width)   # every path as long: the entries are the rows already
+    dense = np.empty((flows, width), dtype=np.int32 if num_arcs < 2**31 - 1 else np.int64)
+    flat = dense.reshape(-1)
+    chunk = 1 << 20
+    for f0 in range(0, flows, chunk):   # row by row in place, a block of flows at a time
+        f1 = min(flows, f0 + chunk)
+        flat[f0 * width:f1 * width] = num_arcs
+        e0, e1 = int(arc_ptr[f0]), int(arc_ptr[f1])
+        shift = np.repeat(np.arange(f0, f1, dtype=np.int64) * width - arc_ptr[f0:f1], lengths[f0:f1])
+        flat[shift + np.arange(e0, e1)] = arcs[e0:e1]
+    return dense
+
+
+def _index(a: np.ndarray) -> np.ndarray:
+    """int32 if every value fits (indices and offsets), else int64."""
+    if a.dtype == np.int32 or a.size == 0:
+        return a.astype(np.int32, copy=False) if a.size == 0 else a
+    return a.astype(np.int32) if int(a.max()) < 2**31 and int(a.min()) >= 0 else a.astype(np.int64)
+
+
+def _entries(ptr: np.ndarray, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the entries of ``flows`` in CSR ``ptr`` (flow by flow, in order), and each flow's length."""
+    begin = ptr[flows].astype(np.int64)
+    lengths = ptr[flows + 1] - begin
+    total = int(lengths.sum())
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(begin - offsets, lengths) + np.arange(total), lengths
 
 
 def max_min_rates(paths: Incidence, capacity: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, int]:
     """Max-min fair rates of the ``active`` flows (0 for the others) on arcs of ``capacity``, and the number
-    of filling rounds. Every flow crosses at least one arc, of positive capacity.
-
-    Progressive filling, several bottlenecks per round: an arc's fill level (its capacity left by frozen
-    flows over its unfrozen flows) only rises as other arcs freeze flows below it, so an arc whose level is
-    the lowest among every arc it shares an unfrozen flow with saturates at exactly that level. Each round
-    freezes the flows of all such arcs at once; the global minimum is always one of them."""
-    rate = np.zeros(active.size)
-    unfrozen = active.copy()
-    used = np.zeros(paths.num_arcs)
-    count = np.bincount(paths.arc, weights=unfrozen[paths.flow], minlength=paths.num_arcs)
-    rounds = 0
-    while unfrozen.any():
-        rounds += 1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            level = np.where(count > 0.5, np.maximum(capacity - used, 0.0) / count, np.inf)
-        entry_level = np.where(unfrozen[paths.flow], level[paths.arc], np.inf)
-        flow_level = np.minimum.reduceat(entry_level, paths.flow_starts)     # the lowest arc on each path
-        lowest_nearby = np.full(paths.num_arcs, np.inf)
-        lowest_nearby[paths.arc_ids] = np.minimum.reduceat(
-            np.where(unfrozen[paths.flow], flow_level[paths.flow], np.inf)[paths.by_arc], paths.arc_starts)
-        local = (count > 0.5) & (level <= lowest_nearby * (1 + _TIE))
-        hit = np.zeros(active.size, dtype=bool)
-        hit[paths.flow[local[paths.arc]]] = True
-        stopped = unfrozen & hit
-        rate[stopped] = flow_level[stopped]
-        unfrozen &= ~stopped
-        on_entry = stopped[paths.flow]
-        used += np.bincount(paths.arc, weights=np.where(on_entry, rate[paths.flow], 0.0), minlength=paths.num_arcs)
-        count -= np.bincount(paths.arc, weights=on_entry, minlength=paths.num_arcs)
+    of filling rounds. Every flow crosses at least one arc, of positive capacity."""
+    rate, rounds, _order, _used = _fill(paths, capacity, active)
     return rate, rounds
+
+
+def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray):
+    """Progressive filling, arc by arc: the arcs at the lowest fill level (capacity left by frozen flows
+    over unfrozen flows, within ``_TIE``) saturate; their unfrozen flows freeze at the lowest level on
+    their paths; the other arcs of those flows give up the flows and take their rates. An arc's level
+    only rises as flows on it freeze (each freezes at no more than that arc's level), so the levels of
+    successive rounds rise by more than the tie and each flow's rate is the level of the first of its
+    arcs to saturate.
+
+    Returns the rates, the rounds, the frozen flows in ascending order of rate, and their rates summed
+    per arc."""
+    flows, m = paths.num_flows, paths.num_arcs
+    rate = np.zeros(flows)
+    unfrozen = np.asarray(active, dtype=bool).copy()
+    count = np.zeros(m + 1, dtype=np.int64)      # unfrozen flows per arc (the last: the padding arc)
+    if unfrozen.all():
+        count[:m] = np.diff(paths.arc_ptr)
+    else:
+        count[:m] = paths.arc_sums(np.flatnonzero(unfrozen))
+    given = np.asarray(capacity, dtype=np.float64)
+    left = np.zeros(m + 1)
+    left[:m] = given
+    arc_level = np.full(m + 1, np.inf)           # read only on arcs of unfrozen flows, all live
+    stamp = np.zeros(flows, dtype=np.int32)
+    order = []
+    rounds = 0
+    live = np.flatnonzero(count[:m] > 0)
+    dense = paths.dense
+    while live.size:
+        rounds += 1
+        level = np.maximum(left[live], 0.0) / count[live]
+        lowest = float(level.min())
+        at = level <= lowest * (1 + _TIE)
+        full = live[at]
+        if full.size == 1:
+            crossing = paths.arc_flow[paths.arc_ptr[full[0]]:paths.arc_ptr[full[0] + 1]]
+            crossing = crossing[unfrozen[crossing]]
+        else:
+            begin, end = paths.arc_ptr[full].astype(np.int64), paths.arc_ptr[full + 1].astype(np.int64)
+            size = end - begin
+            crossing = paths.arc_flow[np.repeat(begin - (np.cumsum(size) - size), size) + np.arange(int(size.sum()))]
+            crossing = crossing[unfrozen[crossing]]
+            # once each (a flow may cross several of these arcs): the one position its stamp kept
+            stamp[crossing] = np.arange(crossing.size, dtype=np.int32)
+            crossing = crossing[stamp[crossing] == np.arange(crossing.size)]
+        arc_level[live] = level
+        if dense is not None:
+            rows = dense[crossing]
+            frozen_at = arc_level[rows].min(axis=1)
+            on, width = rows.ravel(), rows.shape[1]
+        else:
+            entries, lengths = _entries(paths.flow_ptr, crossing)
+            on = paths.arc[entries]
+            del entries
+            frozen_at = np.minimum.reduceat(arc_level[on], np.cumsum(lengths) - lengths) if on.size else np.zeros(0)
+            width = lengths
+        rate[crossing] = frozen_at
+        unfrozen[crossing] = False
+        gone = np.bincount(on, minlength=m + 1)
+        count -= gone
+        same = frozen_at.size == 0 or frozen_at.min() == frozen_at.max()
+        if same:   # the usual case: every flow freezes at the lowest level exactly
+            left -= gone * (frozen_at[0] if frozen_at.size else 0.0)
+        else:
+            left -= np.bincount(on, weights=np.repeat(frozen_at, width), minlength=m + 1)
+            crossing = crossing[np.argsort(frozen_at, kind="stable")]
+        live = live[count[live] > 0]
+        order.append(crossing)
+    return rate, rounds, np.concatenate(order) if order else np.zeros(0, dtype=np.int64), given - left[:m]
 
 
 def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarray, capacity_Bps: np.ndarray,
@@ -117,58 +229,154 @@ def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarr
     flows = size.size
     start = np.zeros(flows) if start_s is None else np.asarray(start_s, dtype=np.float64)
     completion = start.copy()
-    moves = (size > 0) & (np.diff(arc_ptr) > 0)
+    arc_ptr = np.asarray(arc_ptr)
+    lengths = np.diff(arc_ptr)
+    moves = (size > 0) & (lengths > 0)
     if not moves.any():
         return FlowTimes(completion)
-    arc_ptr = np.asarray(arc_ptr)
-    moving = np.flatnonzero(moves)
-    lengths = np.diff(arc_ptr)[moving]
-    keep = np.repeat(moves, np.diff(arc_ptr))
-    paths = Incidence.of(np.concatenate([[0], np.cumsum(lengths)]), np.asarray(arcs)[keep], capacity_Bps.size)
-    size, start = size[moving], start[moving]
-    flows = moving.size
+    capacity = np.asarray(capacity_Bps, dtype=np.float64)
+    if moves.all():
+        moving = None
+        paths = Incidence.of(arc_ptr, arcs, capacity.size)
+    else:
+        moving = np.flatnonzero(moves)
+        keep = np.repeat(moves, lengths)
+        paths = Incidence.of(np.concatenate([[0], np.cumsum(lengths[moving])]), np.asarray(arcs)[keep], capacity.size)
+        del keep
+        size, start = size[moving], start[moving]
+    del lengths
+    finish, events, rounds = _events(paths, capacity, size, start, start_s is None)
+    if moving is None:
+        completion = finish
+    else:
+        completion[moving] = finish
+    return FlowTimes(completion, events, rounds)
+
+
+def _events(paths: Incidence, capacity: np.ndarray, size: np.ndarray, start: np.ndarray, together: bool):
+    """The event sequence: fill, advance to the next flow end (or start), repeat. Flows slower than every
+    flow that just ended keep their rates (filling up to that level is what it was: an ended flow froze no
+    arc below its own rate); arrivals change every level. While the flows that end are faster than every
+    flow left, nothing is filled again, so those events are taken in one batch in order of finish time.
+
+    The rates of the active flows summed per arc are kept up to date lazily (the flows that ended since
+    the last fill are taken off when a fill needs what the kept flows use), so a fill of a few flows
+    costs their entries, not every flow's."""
+    flows = size.size
     remaining = size.copy()
     finish = np.zeros(flows)
     waiting = np.ones(flows, dtype=bool)   # not started yet
     active = np.zeros(flows, dtype=bool)
+    rate = np.zeros(flows)
+    on_arc = np.zeros(paths.num_arcs)      # rates of the active flows (and of those in ``ended``) per arc
+    ended = []                             # flows ended since on_arc was last brought up to date
     now = float(start.min())
     events = rounds = 0
-    rate = np.zeros(flows)
     floor = 0.0   # the lowest rate among the flows that ended at the last event
-    while waiting.any() or active.any():
-        arrived = waiting & (start <= now * (1 + _TIE))
-        active |= arrived
-        waiting &= ~arrived
-        if arrived.any():
-            floor = 0.0
-        if not active.any():          # idle until the next flow starts
-            now = float(start[waiting].min())
-            continue
-        # flows slower than every flow that just ended keep their rates: filling up to that level is what
-        # it was (an ended flow froze no arc below its own rate); arrivals change every level
-        kept = active & (rate < floor * (1 - _TIE))
-        solve = np.flatnonzero(active & ~kept)
-        if solve.size:
-            left = capacity_Bps - np.bincount(paths.arc, weights=np.where(kept[paths.flow], rate[paths.flow], 0.0),
-                                              minlength=paths.num_arcs)
-            rate[solve], filled = max_min_rates(paths.subset(solve), left, np.ones(solve.size, dtype=bool))
-            rounds += filled
-        events += 1
-        index = np.flatnonzero(active)
-        to_finish = remaining[index] / rate[index]
-        step = float(to_finish.min())
+    ascending = None   # the active flows by ascending rate, when one fill gave every rate
+    carried = None     # the active flows by finish time, as the last batch left them
+    while True:
         if waiting.any():
-            step = min(step, float(start[waiting].min()) - now)
-        now += step
-        done = to_finish <= step * (1 + _TIE)
-        remaining[index] -= rate[index] * step
-        finish[index[done]] = now
-        if done.any():
-            floor = float(rate[index[done]].min())
-        remaining[index[done]] = 0.0
-        active[index[done]] = False
-    completion[moving] = finish
-    return FlowTimes(completion, events, rounds)
+            arrived = waiting & (start <= now * (1 + _TIE)) if not together else waiting
+            if arrived.any():
+                active |= arrived
+                waiting &= ~arrived
+                floor = 0.0
+                carried = None
+        if not active.any():
+            if not waiting.any():
+                break
+            now = float(start[waiting].min())   # idle until the next flow starts
+            continue
+        kept = active & (rate < floor * (1 - _TIE))
+        solve = active & ~kept
+        merge = None
+        if solve.any():
+            solving = np.flatnonzero(solve)
+            if kept.any():
+                if ended:
+                    gone = np.concatenate(ended)
+                    on_arc -= paths.arc_sums(gone, rate[gone])
+                    ended = []
+                on_arc -= paths.arc_sums(solving, rate[solving])
+                solved, filled, order, used = _fill(paths, capacity - on_arc, solve)
+                on_arc += used
+                ascending = None
+                merge = solving
+            else:
+                solved, filled, order, used = _fill(paths, capacity, solve)
+                on_arc, ended = used, []
+                ascending = order
+            rate[solving] = solved[solving]
+            rounds += filled
+        index = np.flatnonzero(active)
+        next_start = float(start[waiting].min()) - now if waiting.any() else np.inf
+        sequence = None
+        if ascending is not None and ascending.size == index.size and \
+                (remaining.min() == remaining.max() if index.size == flows else
+                 remaining[index].min() == remaining[index].max()):
+            sequence = ascending[::-1]          # equal bytes left: the fastest finish first
+        elif merge is not None and carried is not None and merge.size * 4 < index.size:
+            # the kept flows keep their order; the few filled again are sorted and merged in
+            kept_order = carried[kept[carried]]
+            kept_ends = remaining[kept_order] / rate[kept_order]
+            if kept_order.size + merge.size == index.size and (np.diff(kept_ends) >= 0).all():
+                merge_ends = remaining[merge] / rate[merge]
+                by_end = np.argsort(merge_ends, kind="stable")
+                at = np.searchsorted(kept_ends, merge_ends[by_end], side="right")
+                sequence = np.insert(kept_order, at, merge[by_end])
+        if sequence is None:
+            to_finish = remaining[index] / rate[index]
+            sequence = index[np.argsort(to_finish, kind="stable")]
+        ascending = None
+        rates = rate[sequence]
+        ends = remaining[sequence] / rates      # from now, if no rate changes
+        faster_left = np.maximum.accumulate(rates[::-1])[::-1]   # the fastest flow from here on
+        elapsed, i, n = 0.0, 0, sequence.size
+        while i < n:
+            step = float(ends[i]) - elapsed
+            arrival = next_start - elapsed < step
+            if arrival:
+                step = next_start - elapsed
+            j = int(np.searchsorted(ends, elapsed + step * (1 + _TIE), side="right"))
+            elapsed += step
+            events += 1
+            if j > i:
+                finish[sequence[i:j]] = now + elapsed
+                floor = float(rates[i:j].min())
+            i = j
+            if arrival or (i < n and faster_left[i] >= floor * (1 - _TIE)):
+                break
+        done, carried = sequence[:i], sequence[i:]
+        remaining[carried] -= rates[i:] * elapsed
+        remaining[done] = 0.0
+        active[done] = False
+        ended.append(done)
+        now += elapsed
+        if not active.any() and not waiting.any():
+            break
+    return finish, events, rounds
+
+
+def entries_estimate(topology, demand, qps: int = 1) -> int:
+    """Flow x arc entries that fair sharing of ``demand``'s hashed flows would hold, counted without
+    listing any pair: pairs inside one server at 4 arcs (NVLink: GPU, NVSwitch, GPU; else GPU, NIC, leaf,
+    NIC, GPU), other pairs at the fabric's diameter (``Layout.diameter_hops`` network links) plus the
+    two GPU-NIC arcs. An upper bound on generated fabrics, whose diameter is known; all-to-all groups
+    are counted from their members' servers (``p * (p - 1)`` pairs a group)."""
+    server = topology.server
+    layout = topology.layout
+    far = (layout.diameter_hops if layout.diameter_hops > 0 else 2 * max(layout.tiers, 1)) + 2
+    same = int(((server[demand.src] == server[demand.dst]) & (demand.src != demand.dst)).sum())
+    other = int((server[demand.src] != server[demand.dst]).sum())
+    if demand.has_a2a:
+        groups, p = demand.a2a_members.shape
+        for members in demand.a2a_members:
+            per_server = np.unique(server[members], return_counts=True)[1].astype(np.int64)
+            inside = int((per_server * (per_server - 1)).sum())
+            same += inside
+            other += p * (p - 1) - inside
+    return (same * 4 + other * far) * qps
 
 
 def summary(completion_s: np.ndarray) -> dict:

@@ -55,6 +55,8 @@ class Demand:
             size.append(np.full(int(keep.sum()), self.a2a_bytes))
         src, dst, size = np.concatenate(src), np.concatenate(dst), np.concatenate(size)
         keep = (src != dst) & (size > 0)
+        if keep.all():
+            return src, dst, size
         return src[keep], dst[keep], size[keep]
 
     def aggregated(self) -> "Demand":
