@@ -297,10 +297,12 @@ class Progress:
 
     def start(self, work) -> None:
         """Routing: ``work`` is the ``flow.metrics.RoutingWork`` estimate."""
-        self.begin(work.routes)
+        self.begin(work.steps)
         if work.minutes * 60 >= self.long_s:
+            fair = (f" and {work.fair_shares} fair-share solve(s) over about {work.fair_share_entries:.2g} flow x "
+                    "link entries" if work.fair_shares else "")
             click.echo(f"topoplan {self.command}: {work.routes} phase(s) to route on {work.engine}: about "
-                       f"{work.search_ops:.2g} multiply-adds, about {work.minutes:,.1f} min", err=True)
+                       f"{work.search_ops:.2g} multiply-adds{fair}, about {work.minutes:,.1f} min", err=True)
 
     def step(self, label: str = "") -> None:
         self.done += 1

@@ -21,9 +21,6 @@ from ..topology import KIND, Topology
 from . import fairshare
 from .traffic import Demand
 
-MAX_FLOWS = 20_000_000   # fair share is skipped above this many flows (queue pairs counted) in one phase
-
-
 @dataclass(frozen=True)
 class FlowStats:
     """Fair-share completion times of one phase's flows (seconds, from the phase's start, bandwidth only: no

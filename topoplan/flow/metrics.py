@@ -29,7 +29,7 @@ from ..catalog import Catalog
 from ..spec import Design
 from ..topology import KIND, LINK_TIER, MEDIUM, Topology
 from ..errors import EngineRefused
-from . import RouteRequest, Routed, crowding, ecmp, nccl, select_engine
+from . import RouteRequest, Routed, crowding, ecmp, fairshare, nccl, select_engine
 from .algorithms import BY_KEY, Algorithm, plan_workload
 from .traffic import CollectivePlan, apply_pxn
 
@@ -413,6 +413,8 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
             if chosen.flow_paths is not None and phase.load is None and not routed[index].unreachable_pairs:
                 flows, note = _fair_share(topology, chosen, demand, RouteRequest(chosen.name, seed, qps, arc_mask),
                                           capacity, lockstep=algorithm.name != "direct")
+                if flows is not None and routed_one is not None:
+                    routed_one(f"{plan.collective.name}: {phase.label}: fair share, seed {seed}")
             result = phase_result(topology, classes, routed[index].load, phase.label, phase.intra_steps,
                                   phase.inter_steps, routed[index].unreachable_pairs, capacity, flows)
             result.flows_per_receiver, result.flows_note = into, note
@@ -433,10 +435,11 @@ def evaluate_plan(topology: Topology, plan: CollectivePlan, timing: Timing = Tim
 def _fair_share(topology: Topology, engine, demand, request: RouteRequest, capacity_gbps: np.ndarray,
                 lockstep: bool) -> tuple[crowding.FlowStats | None, str]:
     """A phase's flows on their paths, sharing links max-min fairly; None and why when there are too many."""
-    flows = crowding.flow_count(demand, request.qps)
-    if flows > crowding.MAX_FLOWS:
-        return None, (f"fair share not computed: {flows:,} flows, above {crowding.MAX_FLOWS:,}; the time is "
-                      "the hottest link's load over its capacity (a lower bound)")
+    entries = fairshare.entries_estimate(topology, demand, request.qps)
+    if entries > fairshare.MAX_ENTRIES:
+        return None, (f"fair share not computed: {crowding.flow_count(demand, request.qps):,} flows on about "
+                      f"{entries:,} links in all, above {fairshare.MAX_ENTRIES:,} (memory); the time is the hottest "
+                      "link's load over its capacity (a lower bound)")
     arc_ptr, arcs, size = engine.flow_paths(topology, demand, request)
     return crowding.fair_share(arc_ptr, arcs, size, capacity_gbps, lockstep), ""
 
@@ -457,16 +460,25 @@ class RoutingWork:
     """What routing a workload will take, known before any of it starts: the engine that runs, the routing
     calls (one per phase, all seeds at once) and, for the engines that search per destination, their
     multiply-adds (``ecmp.search_ops``, counted on the phases' demands before NCCL's PXN rewrite, which
-    keeps their destinations; 0 for the closed forms)."""
+    keeps their destinations; 0 for the closed forms); for engines with per-flow paths, the fair-share
+    solves (one per phase and seed) and their flow x arc entries (``fairshare.entries_estimate``)."""
 
     engine: str
     routes: int
     search_ops: int
+    fair_shares: int = 0
+    fair_share_entries: int = 0
+
+    @property
+    def steps(self) -> int:
+        """Progress steps: each routing call, then each fair-share solve."""
+        return self.routes + self.fair_shares
 
     @property
     def minutes(self) -> float:
-        """At the rate the benchmarks measure; 0 for the closed forms, which take seconds at any size."""
-        return self.search_ops / ecmp.MEASURED_OPS_PER_S / 60
+        """At the rates the benchmarks measure; 0 for the closed forms, which take seconds at any size."""
+        return (self.search_ops / ecmp.MEASURED_OPS_PER_S +
+                self.fair_share_entries * fairshare.MEASURED_S_PER_ENTRY) / 60
 
 
 def routing_work(topology: Topology, plan_sets: list, engine: str = "ecmp", seeds: int = 8, qps: int = 1,
@@ -478,7 +490,13 @@ def routing_work(topology: Topology, plan_sets: list, engine: str = "ecmp", seed
     if chosen.per_destination:
         push = chosen.route_seeds is None   # ecmp pushes flow back along the distances; ecmp-hash hashes paths
         ops = sum(ecmp.search_ops(topology, d.destinations().size, arc_mask, push) for d in demands) * per_demand
-    return RoutingWork(chosen.name, len(demands), ops)
+    solves = entries = 0
+    if chosen.flow_paths is not None:
+        runs = seeds if chosen.seeded else 1
+        sizes = [fairshare.entries_estimate(topology, d, qps) for d in demands]
+        sizes = [n for n in sizes if n <= fairshare.MAX_ENTRIES]
+        solves, entries = len(sizes) * runs, sum(sizes) * runs
+    return RoutingWork(chosen.name, len(demands), ops, solves, entries)
 
 
 def evaluate_workload(topology: Topology, design: Design, catalog: Catalog, latency_scale: float = 1.0,
