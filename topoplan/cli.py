@@ -298,6 +298,8 @@ class Progress:
     def start(self, work) -> None:
         """Routing: ``work`` is the ``flow.metrics.RoutingWork`` estimate."""
         self.begin(work.steps)
+        if work.fair_shares:
+            self.unit = "steps (phases routed, fair-share solves)"
         if work.minutes * 60 >= self.long_s:
             fair = (f" and {work.fair_shares} fair-share solve(s) over about {work.fair_share_entries:.2g} flow x "
                     "link entries" if work.fair_shares else "")
