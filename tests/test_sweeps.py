@@ -302,9 +302,11 @@ def test_ctrl_c_cancels_the_pool_and_exits_130(space_file, tmp_path, monkeypatch
     assert "interrupted; nothing was written" in result.stderr
     assert not out.exists()
     ours = [c for c in multiprocessing.active_children() if c not in before]
-    for child in ours:   # the pool's workers are gone
-        child.join(timeout=10)
-    assert not [c for c in ours if c.is_alive()]
+    # the pool's workers are gone: each one's sentinel is ready once it has exited (``is_alive`` is not to be
+    # trusted here: the pool's own thread may reap a worker first, and the pid then looks alive forever)
+    from multiprocessing.connection import wait as wait_ready
+
+    assert not [c for c in ours if not wait_ready([c.sentinel], timeout=10)]
 
 
 def _square(_context, x):

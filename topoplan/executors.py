@@ -123,8 +123,12 @@ class ProcessExecutor:
             self.pool.shutdown(wait=not cancel, cancel_futures=cancel)
             for worker in workers:
                 worker.terminate()
-            for worker in workers:
-                worker.join(timeout=5)
+            if workers:
+                # the pool's own thread reaps its workers too, so a worker's exit is read off its sentinel
+                # (``is_alive`` can be fooled by a pid another thread reaped)
+                from multiprocessing.connection import wait as wait_ready
+
+                wait_ready([worker.sentinel for worker in workers], timeout=5)
             self.pool = None
         self.pending = {}
 
