@@ -231,3 +231,32 @@ targets:
     assert check.returncode == 1
     assert "MISS ft: max_interruptions_per_day" in check.stdout and "ok   ft: min_goodput" in check.stdout
     assert np.isfinite(result["goodput"]["daly_interval_s"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--scheduler", "not-an-address"], "--scheduler"),
+    (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler"),
+    (["--executor", "process", "--scheduler", "tcp://127.0.0.1:8786"], "needs --executor dask"),
+    (["--workers", "0"], "--workers"),
+    (["--executor", "-rf"], "--executor"),
+])
+def test_bad_executor_options_are_exit_2(args, message):
+    """resilience's executor options take hostile values as the sweeps do: one line, exit 2, no traceback."""
+    from click.testing import CliRunner
+
+    from topoplan.cli import main
+
+    result = CliRunner().invoke(main, ["resilience", "designs/fat-tree-1k.yaml", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_a_huge_worker_count_is_capped_with_a_line():
+    from click.testing import CliRunner
+
+    from topoplan.cli import main
+
+    result = CliRunner().invoke(main, ["resilience", "designs/fat-tree-1k.yaml", "--workers", "99999999999999999999",
+                                       "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert "worker(s), not 99999999999999999999" in result.stderr
