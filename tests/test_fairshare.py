@@ -114,6 +114,21 @@ def test_equal_flows_started_together_end_when_the_hottest_arc_drains(instance):
     assert times.completion_s.max() == pytest.approx(hottest * size[0] / capacity[0], rel=1e-9)
 
 
+@settings(max_examples=150, deadline=None)
+@given(instances())
+def test_one_fill_for_equal_flows_matches_the_event_sequence(instance):
+    """Equal flows started together take a shortcut (one fill, each flow's time its size over its rate);
+    the full event sequence (taken when start times are given, here all 0) must agree, on arcs of unequal
+    capacities too."""
+    flows, capacity, size = instance
+    size = np.full(size.size, float(size[0]))
+    arc_ptr, arcs = paths(*flows)
+    shortcut = completion_times(arc_ptr, arcs, size, capacity)
+    events = completion_times(arc_ptr, arcs, size, capacity, start_s=np.zeros(size.size))
+    assert shortcut.completion_s == pytest.approx(events.completion_s, rel=1e-9)
+    assert shortcut.rounds == events.rounds >= 1
+
+
 def test_forty_thousand_flows_on_a_thousand_gpu_fabric():
     """The issue's size (40k flows on a 1k-GPU two-tier fabric): every GPU sends one equal flow to each of 39
     others, paths hashed at random over 64 spine links: the last flow is the hottest arc's count."""
