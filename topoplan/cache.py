@@ -222,7 +222,9 @@ def entries_used(spec: dict, sizing: dict | None, catalog: Catalog) -> list[tupl
     """The catalog entries a candidate's evaluation reads: its server with that server's NIC and GPU, its
     switch models (or those sizing chooses from), its circuit switch, its model preset, and every
     transceiver and cable (the bill of materials picks the cheapest that fits). A price change on any other
-    entry leaves the candidate's key, and so its cached result, as it was."""
+    entry leaves the candidate's key, and so its cached result, as it was. tests/test_cache_keys.py runs
+    evaluations of every shipped space on a catalog that records each entry read and checks that this
+    list names them all: an evaluation that starts reading a new entry fails there until it is named here."""
     refs = set()
     places = spec["sites"] if isinstance(spec.get("sites"), list) else [spec]   # a multi-site candidate's sites
     for place in places:
