@@ -69,8 +69,8 @@ def flow_paths(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
         dist = kept if kept is not None else distances_to(setup.graph, targets)[0]
         go = mine[lengths[mine] > 0]
         col = col[lengths[mine] > 0] if go.size < mine.size else col
-        _walk(topology, setup, dist, flow_src[go], col, go.astype(np.uint64), seed, lengths[go],
-              out=arcs, pos=arc_ptr[go].astype(np.int64))
+        _walk(topology, _NextHops(topology, setup, dist), flow_src[go], col, go.astype(np.uint64), seed,
+              lengths[go], out=arcs, pos=arc_ptr[go].astype(np.int64))
         del dist
         kept = None
     return arc_ptr, arcs, bytes_
@@ -162,87 +162,185 @@ def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
         lost = to_go < 0
         go = mine[~lost]
         hops = _hop_counts(to_go[~lost], setup.weight_set, topology.num_nodes)
+        next_hops = _NextHops(topology, setup, dist)
         for seed, out in zip(seeds, routed):
             if lost.any():
                 out.unreachable_pairs += int(lost.sum()) // qps
                 out.unreachable_bytes += float(flow_bytes[mine][lost].sum())
-            _walk(topology, setup, dist, flow_src[go], col[~lost], go.astype(np.uint64), seed, hops,
+            _walk(topology, next_hops, flow_src[go], col[~lost], go.astype(np.uint64), seed, hops,
                   load=out.load, flow_bytes=flow_bytes[go])
     del flows
     return routed
 
 
-_COLUMNS = 256   # destinations whose next-hop table is built at once (arcs x this many booleans)
+_CHUNK = 2**17   # flows walked together by ``flow_paths``: their temporaries stay a few MB, in cache
+_BLOCK_ENTRIES = 2**22   # (node, out-arc, destination) booleans examined at once by ``_next_hop_table``
 
 
-def _next_hop_table(topology, setup: _Setup, dist: np.ndarray):
-    """ECMP groups: for every (node, destination column) ``node * b + column``, where its out-arcs that
-    step one level closer start in ``pool`` and how many there are, packed as ``start << shift | count``
-    (int64; ``shift`` bits hold the largest out-degree), in out-arc order: what a switch's forwarding table holds. Built arc by arc over blocks of
-    columns: arc ``u -> v`` is on a shortest path to ``t`` when ``dist[v, t] = dist[u, t] - weight`` and
-    ``v`` relays or is ``t``."""
-    n, b = dist.shape
-    small = dist.max(initial=0) < 2**15
-    by_column = np.ascontiguousarray((dist.astype(np.int16) if small else dist).T)   # b x n
-    arcs = setup.out_arcs
-    tail, head = topology.src[arcs], topology.dst[arcs]
-    weight = setup.weight[arcs][None, :].astype(by_column.dtype)
-    forwards = setup.relay[head][None, :]
-    shift = max(1, int(np.diff(setup.indptr).max(initial=1)).bit_length())
-    table = np.zeros(n * b, dtype=np.int64)
-    pools, base = [], 0
-    for c0 in range(0, b, _COLUMNS):
-        c1 = min(b, c0 + _COLUMNS)
-        rows = by_column[c0:c1]
-        at_tail, at_head = rows[:, tail], rows[:, head]
-        good = (at_head == at_tail - weight) & (forwards | (at_head == 0)) & (at_tail > 0)
-        column, row = np.nonzero(good)              # by column, then by out-arc order
-        del good, at_tail, at_head
-        key = tail[row].astype(np.int64) * b + (c0 + column)
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        table[key[starts]] = ((base + starts) << shift) | np.diff(np.r_[starts, key.size])
-        pools.append(arcs[row])
-        base += key.size
-    pool = np.concatenate(pools) if pools else np.zeros(0, dtype=np.int64)
-    return table, pool, shift
+class _NextHops:
+    """ECMP groups: for every (node, destination column) ``node * b + column``, the next hops of a switch's
+    forwarding table, as ``table`` entries ``start << shift | count`` (``shift`` bits hold the largest
+    out-degree; int32 while it fits, else int64): the group is ``pool[start:start + count]``, its out-arcs
+    that step one level closer, in out-arc order. ``pool`` begins with every arc id (``pool[a] = a``), so a
+    group of one arc starts at that arc; the groups of several arcs follow, each listed once per node."""
+
+    def __init__(self, topology, setup: _Setup, dist: np.ndarray):
+        n, b = dist.shape
+        m = topology.num_arcs
+        self.b = b
+        self.shift = shift = max(1, int(np.diff(setup.indptr).max(initial=1)).bit_length())
+        dmax = int(dist.max(initial=0))
+        wmax = int(setup.weight.max(initial=1))
+        if dmax < 127 and wmax < 127:   # exact in int8: fewer bytes to compare
+            kind = np.int8
+        else:                           # as before: int16 when the distances fit, else int32
+            kind = np.int16 if dmax < 2**15 else dist.dtype
+        by_node = dist.astype(kind)     # n x b
+        head_of = topology.dst
+        degree = np.diff(setup.indptr)
+        singles = np.zeros((n, b), dtype=np.int64)
+        multi_at, multi_node, multi_code, multi_count = [], [], [], []
+        for d in np.unique(degree[degree > 0]).tolist():
+            nodes_d = np.flatnonzero(degree == d)
+            arcs_d = setup.out_arcs[setup.indptr[nodes_d][:, None] + np.arange(d)]   # k x d, out-arc order
+            step = max(1, _BLOCK_ENTRIES // (d * b))
+            for r0 in range(0, nodes_d.size, step):
+                nodes, arcs = nodes_d[r0:r0 + step], arcs_d[r0:r0 + step]
+                here = by_node[nodes][:, None, :]                       # k x 1 x b
+                heads = head_of[arcs]
+                there = by_node[heads]                                   # k x d x b
+                weight = setup.weight[arcs].astype(kind)
+                if (weight == weight.flat[0]).all():
+                    good = there == here - weight.flat[0]
+                else:
+                    good = there == here - weight[:, :, None]
+                forwards = setup.relay[heads]
+                if not forwards.all():
+                    good &= forwards[:, :, None] | (there == 0)
+                good &= here > 0
+                count = good.sum(axis=1, dtype=np.int32)                 # k x b
+                one = count == 1
+                if one.any():
+                    row, column = np.nonzero(one)
+                    place = good[row, :, column].argmax(axis=1)
+                    singles[nodes[row], column] = (arcs[row, place].astype(np.int64) << shift) | 1
+                row, column = np.nonzero(count > 1)
+                if row.size:
+                    multi_at.append(nodes[row].astype(np.int64) * b + column)
+                    multi_node.append(nodes[row])
+                    multi_code.append(np.packbits(good[row, :, column], axis=1))
+                    multi_count.append(count[row, column])
+        self.table, self.pool = singles.ravel(), np.arange(m, dtype=np.int64)
+        if multi_at:
+            self._add_groups(setup, m, multi_at, multi_node, multi_code, multi_count)
+        if int(self.pool.size) << shift < 2**31:
+            self.table = self.table.astype(np.int32)
+
+    def _add_groups(self, setup, m, at_parts, node_parts, code_parts, count_parts):
+        """Groups of several next hops: each (node, set of its out-arcs) listed once in ``pool``."""
+        shift = self.shift
+        groups_pool = []
+        base = m
+        for at, node, code, count in zip(at_parts, node_parts, code_parts, count_parts):
+            width = code.shape[1]
+            words = np.ascontiguousarray(code).view(np.dtype((np.void, width))).ravel()
+            codes, code_id = np.unique(words, return_inverse=True)
+            key = node.astype(np.int64) * codes.size + code_id.ravel()
+            keys, first, group = np.unique(key, return_index=True, return_inverse=True)
+            bits = np.unpackbits(code[first], axis=1)                       # groups x (8 * width)
+            g, place = np.nonzero(bits)                                       # by group, then out-arc order
+            groups_pool.append(setup.out_arcs[setup.indptr[node[first][g]] + place])
+            sizes = count[first].astype(np.int64)
+            starts = base + np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            self.table[at] = (starts[group.ravel()] << shift) | count
+            base += int(sizes.sum())
+        self.pool = np.concatenate([self.pool] + groups_pool)
 
 
-def _walk(topology, setup: _Setup, dist, here, col, flow_id, seed, hops, load=None, flow_bytes=None, out=None,
-          pos=None) -> None:
+def _walk(topology, hops_table: _NextHops, here, col, flow_id, seed, hops, load=None, flow_bytes=None,
+          out=None, pos=None) -> None:
     """Move every flow (all reachable, not at their destination, ``hops`` arcs from it) hop by hop along
     one hashed shortest-path next hop: ``load`` (optional) gets its bytes on every arc it takes, ``out[pos + hop]`` (optional) the
     arc it takes at each hop.
 
     The next hops of a flow depend only on where it is and where it goes, so they come from a table per
-    (node, destination) (``_next_hop_table``), and each flow picks one of its group's by the hash: the
+    (node, destination) (``_NextHops``), and each flow picks one of its group's by the hash: the
     same pick as examining every flow's out-arcs, without a flows x degree matrix. Only flows with more
-    than one next hop are hashed (the pick of one is that one)."""
-    m = topology.num_arcs
-    b = dist.shape[1]
-    table, pool, shift = _next_hop_table(topology, setup, dist)
-    low = (1 << shift) - 1
+    than one next hop are hashed (the pick of one is that one).
+
+    ``out``: the flows are walked ``_CHUNK`` at a time, all hops of a chunk before the next, so every
+    temporary is small. ``load``: all flows at once, so that each hop adds one ``bincount`` over all flows
+    in flow order (the same float sums as ever)."""
+    step = _CHUNK if out is not None else max(1, here.size)
     salt = np.uint64(seed) * np.uint64(0x100000001B3)
-    key = here.astype(np.int64) * b + col
-    hop = 0
-    while key.size:
+    key_of_pool = topology.dst[hops_table.pool].astype(np.int64) * hops_table.b   # table row a pick leads to
+    for c0 in range(0, here.size, step):
+        c1 = c0 + step
+        chosen = _walk_chunk(topology, hops_table, key_of_pool, here[c0:c1], col[c0:c1], flow_id[c0:c1], salt,
+                             hops[c0:c1], load, None if flow_bytes is None else flow_bytes[c0:c1],
+                             out is not None)
+        if out is not None:
+            lengths = hops[c0:c1]
+            taken = chosen[np.arange(chosen.shape[1]) < lengths[:, None]]      # flow by flow, in path order
+            first, last = int(pos[c0]), int(pos[c0:c1][-1]) + int(lengths[-1])
+            if last - first == taken.size:
+                out[first:last] = taken
+            else:
+                out[(pos[c0:c1, None] + np.arange(chosen.shape[1]))[np.arange(chosen.shape[1]) < lengths[:, None]]] = taken
+
+
+def _walk_chunk(topology, hops_table: _NextHops, key_of_pool, here, col, flow_id, salt, hops, load, flow_bytes,
+                listing):
+    """One chunk of ``_walk``: returns (when ``listing``) the arcs taken, flows x hops (a flow's cells past
+    its hop count are left over from walking on: the caller drops them). Flows that arrived keep walking
+    (from the destination, whose table entry is empty) until a quarter of those still listed are done, then
+    the rest are compacted, so few are walked for nothing."""
+    table, pool, shift = hops_table.table, hops_table.pool, hops_table.shift
+    low = (1 << shift) - 1
+    m = topology.num_arcs
+    steps = int(hops.max())
+    taken = np.empty((hops.size, steps), dtype=pool.dtype if listing else np.int64) if listing else None
+    key = here.astype(np.int64) * hops_table.b + col
+    base = salt ^ (flow_id << np.uint64(8))
+    rows = None   # positions in the chunk of the flows still walked, once compacted
+    for hop in range(steps):
         entry = table[key]
-        pick = entry >> shift
+        pick = (entry >> shift).astype(np.int64)
         choices = entry & low
         multi = np.flatnonzero(choices > 1)
         if multi.size:
-            hashed = (salt ^ (flow_id[multi] << np.uint64(8))) ^ np.uint64(hop)
-            pick[multi] += (_mix(hashed) % choices[multi].astype(np.uint64)).astype(np.int64)
+            hashed = base[multi]
+            hashed ^= np.uint64(hop)
+            _mix_in_place(hashed)
+            hashed %= choices[multi].astype(np.uint64)
+            pick[multi] += hashed.astype(np.int64)
         chosen = pool[pick]
+        arrived = hops <= hop
         if load is not None:
-            load += np.bincount(chosen, weights=flow_bytes, minlength=m)
-        if out is not None:
-            out[pos + hop] = chosen
-        key = topology.dst[chosen] * b + col
-        still = hops > hop + 1
-        if not still.all():
-            key, col, flow_id, hops = key[still], col[still], flow_id[still], hops[still]
+            load += np.bincount(chosen, weights=np.where(arrived, 0.0, flow_bytes) if arrived.any() else flow_bytes,
+                                minlength=m)
+        if listing:
+            if rows is None:
+                taken[:, hop] = chosen
+            else:
+                taken[rows, hop] = chosen
+        key = key_of_pool[pick]
+        key += col
+        done = hops <= hop + 1
+        if hop + 1 < steps and 4 * int(done.sum()) >= hops.size:
+            keep = np.flatnonzero(~done)
+            key, col, base, hops = key[keep], col[keep], base[keep], hops[keep]
             if load is not None:
-                flow_bytes = flow_bytes[still]
-            if out is not None:
-                pos = pos[still]
-        hop += 1
+                flow_bytes = flow_bytes[keep]
+            rows = keep if rows is None else rows[keep]
+    return taken
+
+
+def _mix_in_place(x: np.ndarray) -> None:
+    """``_mix`` on a uint64 array, overwriting it (uint64 array arithmetic wraps modulo 2^64)."""
+    x += np.uint64(0x9E3779B97F4A7C15)
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
