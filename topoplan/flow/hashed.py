@@ -47,7 +47,7 @@ def flow_paths(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     setup = _setup(topology, demand, qps, arc_mask)
     src, dst, size = setup.pairs
     flows = src.size * qps
-    bytes_ = np.repeat(size / qps, qps) if qps > 1 else size / qps
+    bytes_ = np.repeat(size / qps, qps) if qps > 1 else size   # a fresh array of demand.pairs()
     index_type = np.int32 if topology.num_arcs < 2**31 else np.int64
     if flows == 0:
         return np.zeros(1, dtype=np.int32), np.zeros(0, dtype=index_type), bytes_
@@ -98,8 +98,8 @@ def _distances(graph, targets: np.ndarray) -> np.ndarray:
 def _hop_counts(dist: np.ndarray, weight_set: tuple, n: int) -> np.ndarray:
     """Arcs on a shortest path of weighted distance ``dist`` (0 where unreachable): the distance itself
     when every arc weighs 1; with arcs of 1 and ``W`` (``ecmp.arc_weights``: ``W`` is the number of nodes,
-    more than any path's arcs of weight 1), ``dist // W + dist % W``."""
-    dist = np.maximum(dist, 0)
+    more than any path's arcs of weight 1), ``dist // W + dist % W``. Overwrites ``dist``."""
+    dist = np.maximum(dist, 0, out=dist)
     if weight_set == (1,):
         return dist
     if len(weight_set) == 2 and weight_set[0] == 1 and weight_set[1] >= n:
@@ -195,7 +195,7 @@ def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
 
 
 _CHUNK = 2**17   # flows walked together by ``flow_paths``: their temporaries stay a few MB, in cache
-_BLOCK_ENTRIES = 2**20   # (node, out-arc, destination) booleans examined at once by ``_next_hop_table``
+_BLOCK_ENTRIES = 2**20   # (node, destination) pairs examined at once by ``_NextHops``
 
 
 class _NextHops:
@@ -226,7 +226,7 @@ class _NextHops:
         for d in np.unique(degree[degree > 0]).tolist():
             nodes_d = np.flatnonzero(degree == d)
             arcs_d = setup.out_arcs[setup.indptr[nodes_d][:, None] + np.arange(d)]   # k x d, out-arc order
-            step = max(1, _BLOCK_ENTRIES // (b * -(-d // 32)))   # the bits take d / 8 bytes a pair
+            step = max(1, _BLOCK_ENTRIES // (b * -(-d // 32)))   # fewer at a time past 32 out-arcs: d / 8 bytes of bits a pair
             for r0 in range(0, nodes_d.size, step):
                 nodes, arcs = nodes_d[r0:r0 + step], arcs_d[r0:r0 + step]
                 here = by_node[nodes]
