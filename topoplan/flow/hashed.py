@@ -42,8 +42,9 @@ def flow_paths(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     no arcs. ``arcs`` is int32 (int64 past 2^31 arcs), ``arc_ptr`` int32 while the entries fit, else int64.
 
     Each flow's hop count is known from the distances before it moves (its distance, or for weighted hops
-    its distance split into the weights it is made of), so ``arc_ptr`` is laid out first and every hop is
-    written in place: no per-hop lists, no sort. The arcs are the same as ``route`` follows."""
+    its distance split into the weights it is made of), so ``arc_ptr`` is laid out first and the flows are
+    walked a chunk at a time, each chunk's arcs copied to their place: no per-hop lists, no sort, no
+    temporaries the size of all flows. The arcs are the same as ``route`` follows."""
     setup = _setup(topology, demand, qps, arc_mask)
     src, dst, size = setup.pairs
     flows = src.size * qps
@@ -327,8 +328,8 @@ def _walk(topology, hops_table: _NextHops, here, col, flow_id, seed, hops, load=
 
 def _walk_chunk(topology, hops_table: _NextHops, key_of_pool, here, col, flow_id, salt, hops, load, flow_bytes,
                 listing):
-    """One chunk of ``_walk``: returns (when ``listing``, the dtype of the arcs) the arcs taken, flow by flow
-    in path order. Flows that arrived keep walking (from the destination, whose table entry is empty, their
+    """One chunk of ``_walk``; ``listing`` (None, or the dtype of the arcs): return the arcs taken, flow by
+    flow in path order. Flows that arrived keep walking (from the destination, whose table entry is empty, their
     arcs written to a spare last cell and their bytes weighing 0) until a quarter of those still walked are
     done; then the rest are compacted, so few are walked for nothing."""
     table, pool, shift = hops_table.table, hops_table.pool, hops_table.shift
