@@ -42,45 +42,65 @@ def flow_paths(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     no arcs. ``arcs`` is int32 (int64 past 2^31 arcs), ``arc_ptr`` int32 while the entries fit, else int64.
 
     Each flow's hop count is known from the distances before it moves (its distance, or for weighted hops
-    its distance split into the weights it is made of), so ``arc_ptr`` is laid out first and every hop is
-    written in place: no per-hop lists, no sort. The arcs are the same as ``route`` follows."""
+    its distance split into the weights it is made of), so ``arc_ptr`` is laid out first and the flows are
+    walked a chunk at a time, each chunk's arcs copied to their place: no per-hop lists, no sort, no
+    temporaries the size of all flows. The arcs are the same as ``route`` follows."""
     setup = _setup(topology, demand, qps, arc_mask)
     src, dst, size = setup.pairs
     flows = src.size * qps
-    bytes_ = np.repeat(size / qps, qps)
+    bytes_ = np.repeat(size / qps, qps) if qps > 1 else size   # a fresh array of demand.pairs()
     index_type = np.int32 if topology.num_arcs < 2**31 else np.int64
     if flows == 0:
         return np.zeros(1, dtype=np.int32), np.zeros(0, dtype=index_type), bytes_
     flow_src, flow_dst = (src, dst) if qps == 1 else (np.repeat(src, qps), np.repeat(dst, qps))
     blocks = list(setup.blocks(flow_dst, 1024 * 2**20))
-    lengths = np.zeros(flows, dtype=np.int32)
+    whole = len(blocks) == 1    # one block of all flows: no copies of their arrays
+    lengths = None if whole else np.zeros(flows, dtype=np.int32)
     kept = None
     for targets, mine, col in blocks:
-        dist, _outdeg, _levels = distances_to(setup.graph, targets)
-        lengths[mine] = _hop_counts(dist[flow_src[mine], col], setup.weight_set, topology.num_nodes)
-        kept = dist if len(blocks) == 1 else None
-        del dist, _outdeg
+        dist = _distances(setup.graph, targets)
+        hops = _hop_counts(dist[flow_src if whole else flow_src[mine], col], setup.weight_set, topology.num_nodes)
+        if whole:
+            lengths, kept = hops.astype(np.int32, copy=False), dist
+        else:
+            lengths[mine] = hops
+        del dist, hops
     total = int(lengths.sum(dtype=np.int64))
     ptr_type = np.int32 if total < 2**31 else np.int64
     arc_ptr = np.zeros(flows + 1, dtype=ptr_type)
     np.cumsum(lengths, out=arc_ptr[1:])
     arcs = np.empty(total, dtype=index_type)
     for targets, mine, col in blocks:
-        dist = kept if kept is not None else distances_to(setup.graph, targets)[0]
-        go = mine[lengths[mine] > 0]
-        col = col[lengths[mine] > 0] if go.size < mine.size else col
-        _walk(topology, setup, dist, flow_src[go], col, go.astype(np.uint64), seed, lengths[go],
-              out=arcs, pos=arc_ptr[go].astype(np.int64))
+        dist = kept if whole else _distances(setup.graph, targets)
+        next_hops = _NextHops(topology, setup, dist)
         del dist
         kept = None
+        if whole:   # flows that do not move (unreachable) are walked too, and list nothing
+            _walk(topology, next_hops, flow_src, col, None, seed, lengths, out=arcs, pos=arc_ptr[:-1])
+        else:
+            _walk(topology, next_hops, flow_src[mine], col, mine.view(np.uint64), seed, lengths[mine], out=arcs,
+                  pos=arc_ptr[mine])
     return arc_ptr, arcs, bytes_
+
+
+_SEARCH_COLUMNS = 128   # destinations searched at once by ``_distances``
+
+
+def _distances(graph, targets: np.ndarray) -> np.ndarray:
+    """``ecmp.distances_to``'s distances (``N x B`` int32, -1 unreachable), searched for
+    ``_SEARCH_COLUMNS`` destinations at a time: the destinations are independent, and the search's
+    matrices then stay in cache instead of being faulted in at ``N x B`` every level."""
+    dist = np.empty((graph.num_nodes, targets.size), dtype=np.int32)
+    for c0 in range(0, targets.size, _SEARCH_COLUMNS):
+        dist[:, c0:c0 + _SEARCH_COLUMNS] = distances_to(graph, targets[c0:c0 + _SEARCH_COLUMNS])[0]
+    return dist
 
 
 def _hop_counts(dist: np.ndarray, weight_set: tuple, n: int) -> np.ndarray:
     """Arcs on a shortest path of weighted distance ``dist`` (0 where unreachable): the distance itself
     when every arc weighs 1; with arcs of 1 and ``W`` (``ecmp.arc_weights``: ``W`` is the number of nodes,
-    more than any path's arcs of weight 1), ``dist // W + dist % W``."""
-    dist = np.maximum(dist, 0)
+    more than any path's arcs of weight 1), ``dist // W + dist % W``. Overwrites ``dist``."""
+    dist = np.maximum(dist, 0, out=dist)
     if weight_set == (1,):
         return dist
     if len(weight_set) == 2 and weight_set[0] == 1 and weight_set[1] >= n:
@@ -110,14 +130,16 @@ class _Setup:
 
     def blocks(self, flow_dst: np.ndarray, budget_bytes: int = 256 * 2**20):
         """Blocks of destinations whose distance matrices (int32 and float32 per node and destination) fit
-        ``budget_bytes``: ``(targets, flows to them, their column)``."""
+        ``budget_bytes``: ``(targets, flows to them (None: all), their column)``."""
         n = self.num_nodes
-        targets_all = np.unique(flow_dst)
+        present = np.zeros(n, dtype=bool)
+        present[flow_dst] = True
+        targets_all = np.flatnonzero(present)    # np.unique(flow_dst), without sorting the flows
         block = max(1, min(targets_all.size, budget_bytes // (n * 8)))
-        col_of = np.full(n, -1, dtype=np.int64)
+        col_of = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)
         if block >= targets_all.size:
             col_of[targets_all] = np.arange(targets_all.size)
-            yield targets_all, np.arange(flow_dst.size), col_of[flow_dst]
+            yield targets_all, None, col_of[flow_dst]
             return
         for start in range(0, targets_all.size, block):
             targets = targets_all[start:start + block]
@@ -157,92 +179,205 @@ def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
     flow_dst = np.repeat(dst, qps)
     flow_bytes = np.repeat(size / qps, qps)
     for targets, mine, col in setup.blocks(flow_dst):
-        dist, _outdeg, _levels = distances_to(setup.graph, targets)
+        mine = np.arange(flows) if mine is None else mine
+        dist = _distances(setup.graph, targets)
         to_go = dist[flow_src[mine], col]
         lost = to_go < 0
         go = mine[~lost]
         hops = _hop_counts(to_go[~lost], setup.weight_set, topology.num_nodes)
+        next_hops = _NextHops(topology, setup, dist)
         for seed, out in zip(seeds, routed):
             if lost.any():
                 out.unreachable_pairs += int(lost.sum()) // qps
                 out.unreachable_bytes += float(flow_bytes[mine][lost].sum())
-            _walk(topology, setup, dist, flow_src[go], col[~lost], go.astype(np.uint64), seed, hops,
+            _walk(topology, next_hops, flow_src[go], col[~lost], go.astype(np.uint64), seed, hops,
                   load=out.load, flow_bytes=flow_bytes[go])
-    del flows
     return routed
 
 
-_COLUMNS = 256   # destinations whose next-hop table is built at once (arcs x this many booleans)
+_CHUNK = 2**17   # flows walked together by ``flow_paths``: their temporaries stay a few MB, in cache
+_BLOCK_ENTRIES = 2**20   # (node, destination) pairs examined at once by ``_NextHops``
 
 
-def _next_hop_table(topology, setup: _Setup, dist: np.ndarray):
-    """ECMP groups: for every (node, destination column) ``node * b + column``, where its out-arcs that
-    step one level closer start in ``pool`` and how many there are, packed as ``start << shift | count``
-    (int64; ``shift`` bits hold the largest out-degree), in out-arc order: what a switch's forwarding table holds. Built arc by arc over blocks of
-    columns: arc ``u -> v`` is on a shortest path to ``t`` when ``dist[v, t] = dist[u, t] - weight`` and
-    ``v`` relays or is ``t``."""
-    n, b = dist.shape
-    small = dist.max(initial=0) < 2**15
-    by_column = np.ascontiguousarray((dist.astype(np.int16) if small else dist).T)   # b x n
-    arcs = setup.out_arcs
-    tail, head = topology.src[arcs], topology.dst[arcs]
-    weight = setup.weight[arcs][None, :].astype(by_column.dtype)
-    forwards = setup.relay[head][None, :]
-    shift = max(1, int(np.diff(setup.indptr).max(initial=1)).bit_length())
-    table = np.zeros(n * b, dtype=np.int64)
-    pools, base = [], 0
-    for c0 in range(0, b, _COLUMNS):
-        c1 = min(b, c0 + _COLUMNS)
-        rows = by_column[c0:c1]
-        at_tail, at_head = rows[:, tail], rows[:, head]
-        good = (at_head == at_tail - weight) & (forwards | (at_head == 0)) & (at_tail > 0)
-        column, row = np.nonzero(good)              # by column, then by out-arc order
-        del good, at_tail, at_head
-        key = tail[row].astype(np.int64) * b + (c0 + column)
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        table[key[starts]] = ((base + starts) << shift) | np.diff(np.r_[starts, key.size])
-        pools.append(arcs[row])
-        base += key.size
-    pool = np.concatenate(pools) if pools else np.zeros(0, dtype=np.int64)
-    return table, pool, shift
+class _NextHops:
+    """ECMP groups: for every (node, destination column) ``node * b + column``, the next hops of a switch's
+    forwarding table, as ``table`` entries ``start << shift | count`` (``shift`` bits hold the largest
+    out-degree; int32 while it fits, else int64): the group is ``pool[start:start + count]``, its out-arcs
+    that step one level closer, in out-arc order. ``pool`` begins with every arc id (``pool[a] = a``), so a
+    group of one arc starts at that arc; the groups of several arcs follow, each listed once per node."""
+
+    def __init__(self, topology, setup: _Setup, dist: np.ndarray):
+        n, b = dist.shape
+        m = topology.num_arcs
+        self.b = b
+        self.shift = shift = max(1, int(np.diff(setup.indptr).max(initial=1)).bit_length())
+        dmax = int(dist.max(initial=0))
+        wmax = int(setup.weight.max(initial=1))
+        if dmax < 127 and wmax < 127:   # exact in int8: fewer bytes to compare
+            kind = np.int8
+        else:                           # as before: int16 when the distances fit, else int32
+            kind = np.int16 if dmax < 2**15 else dist.dtype
+        by_node = dist.astype(kind)     # n x b
+        entry_type = np.int32 if m << shift < 2**31 else np.int64
+        table = np.zeros((n, b), dtype=entry_type)
+        degree = np.diff(setup.indptr)
+        multi = ([], [], [], [])        # per block: table index, node, out-arcs as bits, count
+        # Nodes of one out-degree d at a time, a block of nodes at a time, one out-arc slot j at a time:
+        # every operand is a (nodes x destinations) plane.
+        for d in np.unique(degree[degree > 0]).tolist():
+            nodes_d = np.flatnonzero(degree == d)
+            arcs_d = setup.out_arcs[setup.indptr[nodes_d][:, None] + np.arange(d)]   # k x d, out-arc order
+            step = max(1, _BLOCK_ENTRIES // (b * -(-d // 32)))   # fewer at a time past 32 out-arcs: d / 8 bytes of bits a pair
+            for r0 in range(0, nodes_d.size, step):
+                nodes, arcs = nodes_d[r0:r0 + step], arcs_d[r0:r0 + step]
+                here = by_node[nodes]
+                leaves = here > 0       # neither the destination nor cut off from it
+                count = np.zeros(here.shape, dtype=np.uint8 if d < 256 else np.int32)
+                only = np.zeros(here.shape, dtype=entry_type)   # the arc, where it is the only one
+                bits = np.zeros((here.shape[0], (d + 7) // 8, b), dtype=np.uint8)
+                weights = setup.weight[arcs].astype(kind)
+                same_weight = (weights == weights.flat[0]).all()
+                if same_weight:
+                    target = here - weights.flat[0]
+                for j in range(d):
+                    arc, head = arcs[:, j], topology.dst[arcs[:, j]]
+                    there = by_node[head]
+                    good = there == (target if same_weight else here - weights[:, j, None])
+                    forwards = setup.relay[head]
+                    if not forwards.all():
+                        good &= forwards[:, None] | (there == 0)
+                    good &= leaves
+                    count += good
+                    np.copyto(only, arc[:, None].astype(entry_type), where=good)
+                    bits[:, j // 8] |= good.view(np.uint8) << (j % 8)
+                table[nodes] = np.where(count == 1, (only << shift) | 1, 0)
+                row, column = np.nonzero(count > 1)
+                if row.size:
+                    multi[0].append(nodes[row].astype(np.int64) * b + column)
+                    multi[1].append(nodes[row])
+                    multi[2].append(bits[row, :, column])
+                    multi[3].append(count[row, column])
+        self.table, self.pool = table.ravel(), np.arange(m, dtype=np.int64)
+        if multi[0]:
+            self._add_groups(setup, m, *multi)
+
+    def _add_groups(self, setup, m, at_parts, node_parts, bit_parts, count_parts):
+        """Groups of several next hops: each (node, set of its out-arcs) listed once in ``pool``, after the
+        arc ids; their table entries."""
+        shift = self.shift
+        pools, places, base = [self.pool], [], m
+        for width in sorted({bits.shape[1] for bits in bit_parts}):
+            parts = [i for i, bits in enumerate(bit_parts) if bits.shape[1] == width]
+            at, node, bits, count = (np.concatenate([arrays[i] for i in parts])
+                                     for arrays in (at_parts, node_parts, bit_parts, count_parts))
+            if width <= 8:   # sets as one uint64 each: quicker to tell apart than bytes
+                words = np.zeros((bits.shape[0], 8), dtype=np.uint8)
+                words[:, :width] = bits
+                words = words.view(np.uint64).ravel()
+            else:
+                words = np.ascontiguousarray(bits).view(np.dtype((np.void, width))).ravel()
+            sets, set_id = np.unique(words, return_inverse=True)
+            _, first, group = np.unique(node.astype(np.int64) * sets.size + set_id.ravel(), return_index=True,
+                                        return_inverse=True)
+            g, slot = np.nonzero(np.unpackbits(bits[first], axis=1, bitorder="little"))   # by group, out-arc order
+            pools.append(setup.out_arcs[setup.indptr[node[first][g]] + slot])
+            sizes = count[first].astype(np.int64)
+            starts = base + np.cumsum(sizes) - sizes
+            places.append((at, (starts[group.ravel()] << shift) | count))
+            base += int(sizes.sum())
+        self.pool = np.concatenate(pools)
+        if self.table.dtype == np.int32 and base << shift >= 2**31:
+            self.table = self.table.astype(np.int64)
+        for at, entry in places:
+            self.table[at] = entry
 
 
-def _walk(topology, setup: _Setup, dist, here, col, flow_id, seed, hops, load=None, flow_bytes=None, out=None,
-          pos=None) -> None:
-    """Move every flow (all reachable, not at their destination, ``hops`` arcs from it) hop by hop along
-    one hashed shortest-path next hop: ``load`` (optional) gets its bytes on every arc it takes, ``out[pos + hop]`` (optional) the
-    arc it takes at each hop.
+def _walk(topology, hops_table: _NextHops, here, col, flow_id, seed, hops, load=None, flow_bytes=None,
+          out=None, pos=None) -> None:
+    """Move every flow ``hops`` arcs (0 for flows that do not move) hop by hop along one hashed
+    shortest-path next hop: ``load`` (optional) gets its bytes on every arc it takes, ``out[pos + hop]``
+    (optional) the arc it takes at each hop. ``flow_id`` (uint64; None: the flows' positions) seeds each
+    flow's hash.
 
     The next hops of a flow depend only on where it is and where it goes, so they come from a table per
-    (node, destination) (``_next_hop_table``), and each flow picks one of its group's by the hash: the
+    (node, destination) (``_NextHops``), and each flow picks one of its group's by the hash: the
     same pick as examining every flow's out-arcs, without a flows x degree matrix. Only flows with more
-    than one next hop are hashed (the pick of one is that one)."""
-    m = topology.num_arcs
-    b = dist.shape[1]
-    table, pool, shift = _next_hop_table(topology, setup, dist)
-    low = (1 << shift) - 1
+    than one next hop are hashed (the pick of one is that one).
+
+    ``out``: the flows are walked ``_CHUNK`` at a time, all hops of a chunk before the next, so every
+    temporary is small and stays in cache. ``load``: all flows at once, so that each hop adds one
+    ``bincount`` over all flows in flow order (the same float sums as before chunking)."""
+    step = _CHUNK if out is not None else max(1, here.size)
     salt = np.uint64(seed) * np.uint64(0x100000001B3)
-    key = here.astype(np.int64) * b + col
-    hop = 0
-    while key.size:
+    key_of_pool = topology.dst[hops_table.pool].astype(np.int64) * hops_table.b   # table row a pick leads to
+    for c0 in range(0, here.size, step):
+        c1 = min(c0 + step, here.size)
+        ids = np.arange(c0, c1, dtype=np.uint64) if flow_id is None else flow_id[c0:c1]
+        lengths = hops[c0:c1]
+        listed = _walk_chunk(topology, hops_table, key_of_pool, here[c0:c1], col[c0:c1], ids, salt, lengths,
+                             load, None if flow_bytes is None else flow_bytes[c0:c1],
+                             None if out is None else out.dtype)
+        if out is not None:
+            first, last = int(pos[c0]), int(pos[c1 - 1]) + int(lengths[-1])
+            if last - first == listed.size:
+                out[first:last] = listed
+            else:   # flows of one block of destinations: their arcs are not together in ``out``
+                starts = np.cumsum(lengths, dtype=np.int64) - lengths
+                out[np.repeat(pos[c0:c1] - starts, lengths) + np.arange(listed.size)] = listed
+
+
+def _walk_chunk(topology, hops_table: _NextHops, key_of_pool, here, col, flow_id, salt, hops, load, flow_bytes,
+                listing):
+    """One chunk of ``_walk``; ``listing`` (None, or the dtype of the arcs): return the arcs taken, flow by
+    flow in path order. Flows that arrived keep walking (from the destination, whose table entry is empty, their
+    arcs written to a spare last cell and their bytes weighing 0) until a quarter of those still walked are
+    done; then the rest are compacted, so few are walked for nothing."""
+    table, pool, shift = hops_table.table, hops_table.pool, hops_table.shift
+    low = (1 << shift) - 1
+    m = topology.num_arcs
+    steps = int(hops.max(initial=0))
+    walking = hops.size - np.cumsum(np.bincount(hops, minlength=steps + 1))   # walking at each hop
+    if listing is not None:
+        start = np.cumsum(hops, dtype=np.int64) - hops
+        spare = int(hops.sum(dtype=np.int64))
+        listed = np.empty(spare + 1, dtype=listing)
+    key = here.astype(np.int64) * hops_table.b + col
+    base = salt ^ (flow_id << np.uint64(8))
+    for hop in range(steps):
         entry = table[key]
-        pick = entry >> shift
+        pick = (entry >> shift).astype(np.int64)
         choices = entry & low
         multi = np.flatnonzero(choices > 1)
         if multi.size:
-            hashed = (salt ^ (flow_id[multi] << np.uint64(8))) ^ np.uint64(hop)
-            pick[multi] += (_mix(hashed) % choices[multi].astype(np.uint64)).astype(np.int64)
+            hashed = base[multi]
+            hashed ^= np.uint64(hop)
+            _mix_in_place(hashed)
+            hashed %= choices[multi].astype(np.uint64)
+            pick[multi] += hashed.astype(np.int64)
         chosen = pool[pick]
+        arrived = None if walking[hop] == hops.size else hops <= hop
         if load is not None:
-            load += np.bincount(chosen, weights=flow_bytes, minlength=m)
-        if out is not None:
-            out[pos + hop] = chosen
-        key = topology.dst[chosen] * b + col
-        still = hops > hop + 1
-        if not still.all():
-            key, col, flow_id, hops = key[still], col[still], flow_id[still], hops[still]
+            load += np.bincount(chosen, weights=flow_bytes if arrived is None else np.where(arrived, 0.0, flow_bytes),
+                                minlength=m)
+        if listing is not None:
+            listed[start + hop if arrived is None else np.where(arrived, spare, start + hop)] = chosen
+        key = key_of_pool[pick]
+        key += col
+        if hop + 1 < steps and 4 * (hops.size - walking[hop + 1]) >= hops.size:
+            keep = np.flatnonzero(hops > hop + 1)
+            key, col, base, hops = key[keep], col[keep], base[keep], hops[keep]
             if load is not None:
-                flow_bytes = flow_bytes[still]
-            if out is not None:
-                pos = pos[still]
-        hop += 1
+                flow_bytes = flow_bytes[keep]
+            if listing is not None:
+                start = start[keep]
+    return listed[:-1] if listing is not None else None
+
+
+def _mix_in_place(x: np.ndarray) -> None:
+    """``_mix`` on a uint64 array, overwriting it (uint64 array arithmetic wraps modulo 2^64)."""
+    x += np.uint64(0x9E3779B97F4A7C15)
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)

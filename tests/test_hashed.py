@@ -1,0 +1,127 @@
+"""``ecmp-hash`` (flow/hashed.py) against an independent oracle: networkx shortest-path distances and, for
+every flow, a hop-by-hop walk in plain Python picking the same hashed member of each ECMP group."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from topoplan.flow import hashed
+from topoplan.flow.ecmp import arc_weights, relays
+from topoplan.flow.traffic import Demand
+from topoplan.generators import generate
+
+MASK = 2**64 - 1
+
+
+def splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+def oracle_paths(topology, demand, seed, qps, arc_mask=None):
+    """Every flow's arcs, walked one at a time: at each node, the usable out-arcs (in arc id order) whose
+    head relays (or is the destination) and lies one arc weight closer; the flow takes member
+    ``splitmix64(salt ^ flow << 8 ^ hop) % size`` of that group."""
+    usable = np.ones(topology.num_arcs, dtype=bool) if arc_mask is None else arc_mask
+    weight, relay = arc_weights(topology), relays(topology)
+    out_arcs = {}
+    for a in np.flatnonzero(usable).tolist():
+        out_arcs.setdefault(int(topology.src[a]), []).append(a)
+    distances = {}
+
+    def dist_to(t):
+        if t not in distances:
+            towards = nx.DiGraph()   # reversed arcs into nodes that may carry the flow on
+            towards.add_node(t)
+            for a in np.flatnonzero(usable).tolist():
+                u, v = int(topology.src[a]), int(topology.dst[a])
+                if relay[v] or v == t:
+                    w = int(weight[a])
+                    if not towards.has_edge(v, u) or towards[v][u]["w"] > w:
+                        towards.add_edge(v, u, w=w)
+            distances[t] = nx.single_source_dijkstra_path_length(towards, t, weight="w")
+        return distances[t]
+
+    salt = (seed * 0x100000001B3) & MASK
+    src, dst, size = demand.pairs()
+    paths = []
+    for s, t in zip(np.repeat(src, qps).tolist(), np.repeat(dst, qps).tolist()):
+        flow, here, path, dist = len(paths), s, [], dist_to(t)
+        if s in dist:
+            while here != t:
+                group = [a for a in out_arcs[here]
+                         if (relay[topology.dst[a]] or topology.dst[a] == t)
+                         and dist.get(int(topology.dst[a]), -1) == dist[here] - weight[a]]
+                pick = group[splitmix64(salt ^ (flow << 8) ^ len(path)) % len(group)]
+                path.append(pick)
+                here = int(topology.dst[pick])
+        paths.append(path)
+    return paths, np.repeat(size / qps, qps)
+
+
+def _fat_tree(make_design, catalog):
+    return generate(make_design(cluster={"gpus": 256}), catalog)
+
+
+def _railx(make_design, catalog):   # GPUs relay; arcs between nodes weigh num_nodes
+    design = make_design(cluster={"server": "railx-node-8", "gpus": 6 * 4 * 8},
+                         fabric={"topology": "railx", "switch": None,
+                                 "railx": {"columns": 6, "rows": 4, "ocs": "calient-s320"}})
+    return generate(design, catalog)
+
+
+def _demands(topology, rng):
+    gpus = topology.gpus
+    src, dst = rng.choice(gpus, 300), rng.choice(gpus, 300)   # some to themselves: dropped
+    yield Demand(src, dst, rng.random(300) * 1e6)
+    yield Demand(a2a_members=rng.permutation(gpus)[:48].reshape(2, 24), a2a_bytes=3e3)
+
+
+def _masks(topology, rng):
+    yield None
+    yield rng.random(topology.num_arcs) > 0.2   # some flows cut off, some detours
+    busiest = np.argmax(np.bincount(topology.src, minlength=topology.num_nodes))
+    yield (topology.src != busiest) & (topology.dst != busiest)
+
+
+@pytest.mark.parametrize("fabric", [_fat_tree, _railx])
+def test_flow_paths_equal_a_hop_by_hop_oracle(make_design, catalog, fabric, monkeypatch):
+    """Same arcs, order and dtypes as the oracle, with queue pairs, arc masks and unreachable flows, the
+    flows walked in small chunks (monkeypatched) and the destinations split over several blocks."""
+    topology = fabric(make_design, catalog)
+    rng = np.random.default_rng(7)
+    monkeypatch.setattr(hashed, "_CHUNK", 37)
+    unreachable = 0
+    for demand in _demands(topology, rng):
+        for arc_mask in _masks(topology, rng):
+            for seed, qps in [(0, 1), (5, 3)]:
+                expected, size = oracle_paths(topology, demand, seed, qps, arc_mask)
+                for budget in (None, topology.num_nodes * 8 * 7):   # all destinations, or 7 a block
+                    with monkeypatch.context() as patch:
+                        if budget is not None:
+                            blocks = hashed._Setup.blocks
+                            patch.setattr(hashed._Setup, "blocks",
+                                          lambda self, flow_dst, _budget=0: blocks(self, flow_dst, budget))
+                        arc_ptr, arcs, bytes_ = hashed.flow_paths(topology, demand, seed, qps, arc_mask)
+                    assert arc_ptr.dtype == np.int32 and arcs.dtype == np.int32
+                    np.testing.assert_array_equal(arc_ptr, np.cumsum([0] + [len(p) for p in expected]))
+                    np.testing.assert_array_equal(arcs, np.array([a for p in expected for a in p], dtype=int))
+                    np.testing.assert_array_equal(bytes_, size)
+                unreachable += sum(not p for p in expected)
+                load = hashed.route(topology, demand, seed, qps, arc_mask).load
+                expected_load = np.zeros(topology.num_arcs)
+                for path, b in zip(expected, size):
+                    expected_load[path] += b
+                assert load == pytest.approx(expected_load, rel=1e-12, abs=1e-9)
+    assert unreachable > 0
+
+
+def test_flow_paths_of_nothing(make_design, catalog):
+    topology = _fat_tree(make_design, catalog)
+    gpus = topology.gpus
+    arc_ptr, arcs, bytes_ = hashed.flow_paths(topology, Demand(gpus[:3], gpus[:3], 1.0))
+    assert arc_ptr.tolist() == [0] and arcs.size == 0 and bytes_.size == 0
