@@ -247,12 +247,11 @@ def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarr
     size = np.asarray(size_bytes, dtype=np.float64)
     flows = size.size
     start = np.zeros(flows) if start_s is None else np.asarray(start_s, dtype=np.float64)
-    completion = start.copy()
     arc_ptr = np.asarray(arc_ptr)
     lengths = np.diff(arc_ptr)
     moves = (size > 0) & (lengths > 0)
     if not moves.any():
-        return FlowTimes(completion)
+        return FlowTimes(start.copy())
     capacity = np.asarray(capacity_Bps, dtype=np.float64)
     if moves.all():
         moving = None
@@ -268,12 +267,13 @@ def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarr
         # equal flows started together: the fastest finish first and free capacity only where every flow
         # left is bottlenecked elsewhere, at a lower rate (see ``_events``), so one fill gives every time
         rate, rounds, _order, _used = _fill(paths, capacity, np.ones(size.size, dtype=bool))
-        finish, events = size / rate, rounds   # one finish instant per fill level
+        finish, events = np.divide(size, rate, out=rate), rounds   # one finish instant per fill level
     else:
         finish, events, rounds = _events(paths, capacity, size, start, start_s is None)
     if moving is None:
         completion = finish
     else:
+        completion = np.array(start_s, dtype=np.float64) if start_s is not None else np.zeros(flows)
         completion[moving] = finish
     return FlowTimes(completion, events, rounds)
 
