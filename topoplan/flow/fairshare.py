@@ -30,14 +30,15 @@ import numpy as np
 _TIE = 1e-9   # relative: arcs within this of the smallest fill level fill together; flows finish together
 
 # Flow x arc entries (each flow's arcs, summed over flows) past which fair sharing should be refused.
-# Measured on benchmarks/run.py fairshare-a2a-4k (125.5 million entries, 16.8 million flows): 4,531 MiB
-# peak resident memory for listing the paths (hashed.flow_paths) and solving them (completion_times) in
-# one process, Python and imports included: about 38 bytes per entry (int32 paths, their arc-major copy,
-# the padded rows, per-flow float64 state). MAX_ENTRIES bounds that peak near 5.7 GiB; the time grows
-# about linearly with the entries (31-35 s for those 125.5 million on 2 shared cores).
-PEAK_BYTES_PER_ENTRY = 38
+# Measured on benchmarks/run.py fairshare-a2a-4k (125.5 million entries, 16.8 million flows): 3,022-3,051
+# MiB peak resident memory for listing the paths (hashed.flow_paths) and solving them (completion_times) in
+# one process, Python and imports included: about 26 bytes per entry (int32 paths, their arc-major copy,
+# the padded rows, per-flow float64 state). MAX_ENTRIES bounds that peak near 4 GiB. The time grows about
+# linearly with the entries: 12-25 s for those 125.5 million on this 2-core VM, of which 7-8 s of CPU in
+# the process and the rest the kernel's page faults (docs/performance.md); the estimate takes 2e-7 s each.
+PEAK_BYTES_PER_ENTRY = 26
 MAX_ENTRIES = 160_000_000
-MEASURED_S_PER_ENTRY = 2.6e-7   # listing and solving, per entry: 31-35 s / 125.5 million (the estimate's rate)
+MEASURED_S_PER_ENTRY = 2.0e-7   # listing and solving, per entry: up to 25 s / 125.5 million (the estimate's rate)
 
 
 @dataclass
