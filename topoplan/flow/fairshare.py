@@ -141,7 +141,7 @@ def max_min_rates(paths: Incidence, capacity: np.ndarray, active: np.ndarray) ->
     return rate, rounds
 
 
-def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray):
+def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray, keep_order: bool = True):
     """Progressive filling, arc by arc: the arcs at the lowest fill level (capacity left by frozen flows
     over unfrozen flows, within ``_TIE``) saturate; their unfrozen flows freeze at the lowest level on
     their paths; the other arcs of those flows give up the flows and take their rates. An arc's level
@@ -154,8 +154,8 @@ def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray):
     infinity. Where one arc saturates alone (nearly every round), its flows freeze at its level exactly:
     it is the lowest of all, so of each of their paths.
 
-    Returns the rates, the rounds, the frozen flows in ascending order of rate, and their rates summed
-    per arc."""
+    Returns the rates, the rounds, the frozen flows in ascending order of rate (empty unless
+    ``keep_order``), and their rates summed per arc."""
     flows, m = paths.num_flows, paths.num_arcs
     rate = np.zeros(flows)
     unfrozen = np.asarray(active, dtype=bool).copy()
@@ -226,7 +226,8 @@ def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray):
                 crossing = crossing[np.argsort(frozen_at, kind="stable")]
             saturated.append((full, left[full]))
             left[full] = np.inf
-            order.append(crossing)
+            if keep_order:
+                order.append(crossing)
     for full, was in saturated:
         left[full] = was
     used = given - np.where(np.isinf(left[:m]), given, left[:m])
@@ -267,7 +268,7 @@ def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarr
     if start_s is None and size.min() == size.max():
         # equal flows started together: the fastest finish first and free capacity only where every flow
         # left is bottlenecked elsewhere, at a lower rate (see ``_events``), so one fill gives every time
-        rate, rounds, _order, _used = _fill(paths, capacity, np.ones(size.size, dtype=bool))
+        rate, rounds, _order, _used = _fill(paths, capacity, np.ones(size.size, dtype=bool), keep_order=False)
         finish, events = np.divide(size, rate, out=rate), rounds   # one finish instant per fill level
     else:
         finish, events, rounds = _events(paths, capacity, size, start, start_s is None)
