@@ -135,16 +135,17 @@ def fairshare_a2a_4k(check: bool = True) -> dict:
     phase, = plan.phases
     demand = apply_pxn(topology, phase.demand) if topology.layout.pxn else phase.demand
     built = time.perf_counter()
-    arc_ptr, arcs, size = hashed.flow_paths(topology, demand, seed=0, qps=qps)
+    paths = hashed.flow_paths(topology, demand, seed=0, qps=qps)
     listed = time.perf_counter()
     capacity = topology.capacity_gbps * 1e9 / 8
-    times = fairshare.completion_times(arc_ptr, arcs, size, capacity)
+    times = fairshare.solve(paths, capacity)
     solved = time.perf_counter()
     out = {"elapsed": solved - start, "build s": built - start, "paths s": listed - built, "solve s": solved - listed,
-           "flows": int(size.size), "entries": int(arcs.size), "events": times.events, "rounds": times.rounds,
+           "flows": paths.num_flows, "entries": paths.num_entries, "layout": "rows" if paths.rows is not None else "csr",
+           "events": times.events, "rounds": times.rounds,
            "last": float(times.completion_s.max()), "mean": float(times.completion_s.mean()),
            "estimate": fairshare.entries_estimate(topology, demand, qps), "tiers": topology.layout.tiers}
-    del arc_ptr, arcs, size, times
+    del paths, times
     if check:
         load = hashed.route(topology, demand, seed=0, qps=qps).load
         out["bound"] = float((load / capacity).max())

@@ -111,11 +111,11 @@ def test_flow_paths_equal_a_hop_by_hop_oracle(make_design, catalog, fabric, monk
                             blocks = hashed._Setup.blocks
                             patch.setattr(hashed._Setup, "blocks",
                                           lambda self, flow_dst, _budget=0: blocks(self, flow_dst, budget))
-                        arc_ptr, arcs, bytes_ = hashed.flow_paths(topology, demand, seed, qps, arc_mask)
-                    assert arc_ptr.dtype == np.int32 and arcs.dtype == np.int32
-                    np.testing.assert_array_equal(arc_ptr, np.cumsum([0] + [len(p) for p in expected]))
-                    np.testing.assert_array_equal(arcs, np.array([a for p in expected for a in p], dtype=int))
-                    np.testing.assert_array_equal(bytes_, size)
+                        for rows in (True, False):   # both layouts, whichever the paths would take
+                            patch.setattr(hashed, "compact_rows", lambda *_, _rows=rows: _rows)
+                            paths = hashed.flow_paths(topology, demand, seed, qps, arc_mask)
+                            assert listed(paths) == expected
+                            np.testing.assert_array_equal(paths.bytes, size)
                 unreachable += sum(not p for p in expected)
                 load = hashed.route(topology, demand, seed, qps, arc_mask).load
                 expected_load = np.zeros(topology.num_arcs)
@@ -125,8 +125,46 @@ def test_flow_paths_equal_a_hop_by_hop_oracle(make_design, catalog, fabric, monk
     assert unreachable > 0
 
 
+def listed(paths) -> list:
+    """Each flow's arcs as a list, from either layout of ``FlowPaths`` (whose dtypes are checked)."""
+    if paths.rows is not None:
+        assert paths.rows.dtype == np.int32 and paths.arcs is None
+        width = paths.rows.shape[1]
+        out = []
+        for row in paths.rows.tolist():
+            arcs = [a for a in row if a != paths.num_arcs]
+            assert row == arcs + [paths.num_arcs] * (width - len(arcs))   # padding only after the arcs
+            out.append(arcs)
+        return out
+    assert paths.arc_ptr.dtype == np.int32 and paths.arcs.dtype == np.int32
+    return [paths.arcs[b:e].tolist() for b, e in zip(paths.arc_ptr[:-1].tolist(), paths.arc_ptr[1:].tolist())]
+
+
+def test_flow_paths_take_rows_where_padding_is_cheap(make_design, catalog):
+    topology = _fat_tree(make_design, catalog)
+    gpus = topology.gpus
+    far = hashed.flow_paths(topology, Demand(gpus, np.roll(gpus, gpus.size // 2), 1.0))   # other servers
+    assert far.rows is not None and far.rows.shape == (gpus.size, far.lengths().max())
+    assert far.num_entries == int(far.lengths().sum()) and far.moving().all()
+    near = hashed.flow_paths(topology, Demand(gpus[:-1], gpus[1:], 1.0))   # most over NVLink, a few far
+    assert near.rows is None and near.lengths().max() * near.num_flows > 2 * near.num_entries
+
+
 def test_flow_paths_of_nothing(make_design, catalog):
     topology = _fat_tree(make_design, catalog)
     gpus = topology.gpus
-    arc_ptr, arcs, bytes_ = hashed.flow_paths(topology, Demand(gpus[:3], gpus[:3], 1.0))
-    assert arc_ptr.tolist() == [0] and arcs.size == 0 and bytes_.size == 0
+    paths = hashed.flow_paths(topology, Demand(gpus[:3], gpus[:3], 1.0))
+    assert paths.arc_ptr.tolist() == [0] and paths.arcs.size == 0 and paths.bytes.size == 0
+
+
+def test_compact_pairs_equal_the_pairs(make_design, catalog):
+    """``Demand.pairs(compact=True)``, which the walks take: the same pairs, in int32 and with the
+    all-to-all's sizes broadcast, where the all-to-all is the whole demand; as they are otherwise."""
+    gpus = _fat_tree(make_design, catalog).gpus
+    members = gpus[:24].reshape(2, 12)
+    for demand, compact in ((Demand(a2a_members=members, a2a_bytes=3.0), True),
+                            (Demand(gpus[:2], gpus[2:4], 1.0, members, 3.0), False)):
+        plain, small = demand.pairs(), demand.pairs(compact=True)
+        for a, b in zip(plain, small):
+            np.testing.assert_array_equal(a, b)
+        assert (small[0].dtype == np.int32) == compact and small[2].flags.writeable != compact

@@ -92,43 +92,20 @@ def oversubscription_crossed(topology: Topology, load: np.ndarray) -> float:
     return float(max(1.0, ratio.max())) if ratio.size else 1.0
 
 
-def fair_share(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarray, capacity_gbps: np.ndarray,
-               lockstep: bool = False) -> FlowStats:
-    """Completion times of flows with known paths (CSR ``arc_ptr``/``arcs``) on arcs of ``capacity_gbps``.
+def fair_share(paths: fairshare.FlowPaths, capacity_gbps: np.ndarray, lockstep: bool = False) -> FlowStats:
+    """Completion times of flows with known ``paths`` on arcs of ``capacity_gbps``.
 
     ``lockstep``: the flows are the hops of pipelines (NCCL's rings, chains and trees forward each chunk they
     receive), so no flow finishes before the slowest: the distribution collapses to the last flow. Sharing
     is still solved as if the flows were independent, which for equal flows started together gives that
     same last flow (the hottest arc's drain time)."""
-    times = fairshare.completion_times(arc_ptr, arcs, size_bytes, capacity_gbps * 1e9 / 8).completion_s
-    moving = np.diff(arc_ptr) > 0
-    times = times[moving & (size_bytes > 0)]
+    times = fairshare.solve(paths, capacity_gbps * 1e9 / 8).completion_s
+    times = times[paths.moving() & (paths.bytes > 0)]
     if times.size == 0:
         return FlowStats(0, 0.0, 0.0, 0.0, 0.0, 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        drained = _arc_bytes(arc_ptr, arcs, size_bytes, capacity_gbps.size) / (capacity_gbps * 1e9 / 8)
+        drained = paths.arc_bytes() / (capacity_gbps * 1e9 / 8)
     hottest = int(np.argmax(drained))
     summary = fairshare.summary(np.full(times.size, times.max()) if lockstep else times)
-    on_hottest = sum(int(np.count_nonzero(arcs[e0:e1] == hottest)) for e0, e1, _, _ in _entry_blocks(arc_ptr))
     return FlowStats(int(times.size), summary["last_s"], summary["mean_s"], summary["p50_s"], summary["p99_s"],
-                     on_hottest, lockstep)
-
-
-_BLOCK_FLOWS = 1 << 20   # flows whose entries are read at once (a world all-to-all has 125 million entries)
-
-
-def _entry_blocks(arc_ptr: np.ndarray):
-    """``(first entry, end entry, first flow, end flow)`` of consecutive blocks of flows."""
-    flows = arc_ptr.size - 1
-    for f0 in range(0, flows, _BLOCK_FLOWS):
-        f1 = min(flows, f0 + _BLOCK_FLOWS)
-        yield int(arc_ptr[f0]), int(arc_ptr[f1]), f0, f1
-
-
-def _arc_bytes(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarray, num_arcs: int) -> np.ndarray:
-    """Bytes per arc of flows on CSR paths, a block of flows at a time (no per-entry copy of the sizes)."""
-    total = np.zeros(num_arcs)
-    for e0, e1, f0, f1 in _entry_blocks(arc_ptr):
-        total += np.bincount(arcs[e0:e1], weights=np.repeat(size_bytes[f0:f1], np.diff(arc_ptr[f0:f1 + 1])),
-                             minlength=num_arcs)
-    return total
+                     paths.flows_on(hottest), lockstep)

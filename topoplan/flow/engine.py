@@ -50,7 +50,7 @@ class Engine:
     per_destination: bool = False  # cost grows with the destinations (a search per destination block)
     route_seeds: Callable | None = None  # seeded engines: (topology, demand, request, seeds) -> [Routed], at once
     label: str = ""          # what its times assume, as reports say it
-    flow_paths: Callable | None = None   # (topology, demand, request) -> (arc_ptr, arcs, bytes): each flow's path
+    flow_paths: Callable | None = None   # (topology, demand, request) -> fairshare.FlowPaths: each flow's path
 
 
 def select_engine(engines: dict, topology, request: RouteRequest) -> Engine:

@@ -42,6 +42,68 @@ MEASURED_S_PER_ENTRY = 2.0e-7   # listing and solving, per entry: up to 25 s / 1
 
 
 @dataclass
+class FlowPaths:
+    """Each flow's arcs and bytes, in one of two layouts. CSR: flow ``i`` crosses
+    ``arcs[arc_ptr[i]:arc_ptr[i + 1]]``. Rows (where padding costs at most as many entries as the paths,
+    ``compact_rows``): row ``i`` of ``rows`` (flows x longest path) lists flow ``i``'s arcs, then
+    ``num_arcs`` (padding) to the end: the layout the solver reads, so paths listed this way are not copied
+    (a world all-to-all on 4k GPUs has 125 million entries). Arcs in path order, each at most once a flow."""
+
+    bytes: np.ndarray
+    num_arcs: int
+    arc_ptr: np.ndarray | None = None
+    arcs: np.ndarray | None = None
+    rows: np.ndarray | None = None
+
+    @property
+    def num_flows(self) -> int:
+        return self.bytes.size
+
+    @property
+    def num_entries(self) -> int:
+        """Flow x arc entries (padding not counted)."""
+        return int(self.arcs.size) if self.rows is None else int(self.lengths().sum(dtype=np.int64))
+
+    def lengths(self) -> np.ndarray:
+        """Arcs per flow."""
+        if self.rows is None:
+            return np.diff(self.arc_ptr)
+        return self.rows.shape[1] - (self.rows == self.num_arcs).sum(axis=1)
+
+    def moving(self) -> np.ndarray:
+        """Flows with at least one arc (a row's padding only follows its arcs)."""
+        if self.rows is None:
+            return np.diff(self.arc_ptr) > 0
+        return self.rows[:, 0] != self.num_arcs if self.rows.shape[1] else np.zeros(self.num_flows, dtype=bool)
+
+    def blocks(self, flows_at_once: int = 1 << 20):
+        """``(first flow, end flow, their entries, entries per flow)`` a block of flows at a time, padding
+        (``num_arcs``) included in the rows layout: no copy of all the entries at once."""
+        for f0 in range(0, self.num_flows, flows_at_once):
+            f1 = min(self.num_flows, f0 + flows_at_once)
+            if self.rows is None:
+                yield f0, f1, self.arcs[self.arc_ptr[f0]:self.arc_ptr[f1]], np.diff(self.arc_ptr[f0:f1 + 1])
+            else:
+                yield f0, f1, self.rows[f0:f1].ravel(), self.rows.shape[1]
+
+    def arc_bytes(self) -> np.ndarray:
+        """Bytes per arc, summed over the flows crossing it."""
+        total = np.zeros(self.num_arcs + 1)
+        for f0, f1, on, per_flow in self.blocks():
+            total += np.bincount(on, weights=np.repeat(self.bytes[f0:f1], per_flow), minlength=self.num_arcs + 1)
+        return total[:self.num_arcs]
+
+    def flows_on(self, arc: int) -> int:
+        """How many flows cross ``arc``."""
+        return sum(int(np.count_nonzero(on == arc)) for _, _, on, _ in self.blocks())
+
+
+def compact_rows(flows: int, width: int, entries: int) -> bool:
+    """Whether ``flows`` rows of ``width`` hold ``entries`` with at most as much padding as entries."""
+    return width > 0 and flows * width <= 2 * entries
+
+
+@dataclass
 class FlowTimes:
     """Per flow, when it completes (seconds; 0 for flows with no bytes or no arcs), and what the solver did."""
 
@@ -52,14 +114,14 @@ class FlowTimes:
 
 @dataclass
 class Incidence:
-    """Which flow crosses which arc, both ways: CSR by flow (``flow_ptr``, ``arc``) and CSR by arc
-    (``arc_ptr``, ``arc_flow``: the flows crossing each arc, ascending). Indices are int32 where they fit.
-    ``dense`` (when padding costs less than the entries themselves): each flow's arcs as a row of a
-    flows x longest-path matrix, padded with ``num_arcs`` (an arc of no capacity use and infinite level),
-    so that a flow's arcs are one row read, not a CSR gather."""
+    """Which flow crosses which arc, both ways: CSR by flow (``flow_ptr``, ``arc``; None when built from
+    rows) and CSR by arc (``arc_ptr``, ``arc_flow``: the flows crossing each arc, ascending). Indices are
+    int32 where they fit. ``dense`` (when padding costs at most the entries themselves, ``compact_rows``):
+    each flow's arcs as a row of a flows x longest-path matrix, padded with ``num_arcs`` (an arc of no
+    capacity use and infinite level), so that a flow's arcs are one row read, not a CSR gather."""
 
-    flow_ptr: np.ndarray
-    arc: np.ndarray
+    flow_ptr: np.ndarray | None
+    arc: np.ndarray | None
     arc_ptr: np.ndarray
     arc_flow: np.ndarray
     num_arcs: int
@@ -67,7 +129,7 @@ class Incidence:
 
     @property
     def num_flows(self) -> int:
-        return self.flow_ptr.size - 1
+        return self.flow_ptr.size - 1 if self.flow_ptr is not None else self.dense.shape[0]
 
     @classmethod
     def of(cls, arc_ptr: np.ndarray, arcs: np.ndarray, num_arcs: int) -> "Incidence":
@@ -83,6 +145,21 @@ class Incidence:
         return cls(arc_ptr, arcs, _index(by_arc.indptr), _index(by_arc.indices), num_arcs,
                    _dense(arc_ptr, arcs, num_arcs))
 
+    @classmethod
+    def of_rows(cls, rows: np.ndarray, num_arcs: int) -> "Incidence":
+        """From paths as rows (``FlowPaths.rows``: padded with ``num_arcs``), each with at least one arc. The
+        rows are kept as ``dense``, not copied; the padding is sorted to a column of its own, past the arcs."""
+        import scipy.sparse as sp
+
+        flows, width = rows.shape
+        entries = flows * width
+        ptr_type = np.int32 if entries < 2**31 else np.int64
+        matrix = sp.csr_matrix((np.ones(entries, dtype=np.int8), rows.reshape(-1),
+                                np.arange(flows + 1, dtype=ptr_type) * ptr_type(width)), shape=(flows, num_arcs + 1))
+        by_arc = matrix.tocsc()
+        del matrix
+        return cls(None, None, _index(by_arc.indptr[:num_arcs + 1]), _index(by_arc.indices), num_arcs, rows)
+
     def arc_sums(self, flows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Per arc, how many of ``flows`` cross it (or the sum of their ``weights``)."""
         if self.dense is not None:
@@ -96,6 +173,8 @@ class Incidence:
 
     def subset(self, flows: np.ndarray) -> "Incidence":
         """The entries of ``flows`` (ascending flow ids), renumbered ``0..len(flows)-1``."""
+        if self.flow_ptr is None:
+            return Incidence.of_rows(np.take(self.dense, flows, axis=0), self.num_arcs)
         entries, lengths = _entries(self.flow_ptr, flows)
         return Incidence.of(np.concatenate([[0], np.cumsum(lengths)]), self.arc[entries], self.num_arcs)
 
@@ -105,7 +184,7 @@ def _dense(arc_ptr: np.ndarray, arcs: np.ndarray, num_arcs: int) -> np.ndarray |
     entries."""
     lengths = np.diff(arc_ptr)
     width = int(lengths.max(initial=0))
-    if width == 0 or lengths.size * width > 2 * arcs.size:
+    if not compact_rows(lengths.size, width, arcs.size):
         return None
     flows = lengths.size
     if (lengths == width).all():
@@ -236,42 +315,52 @@ def _fill(paths: Incidence, capacity: np.ndarray, active: np.ndarray, keep_order
 
 def completion_times(arc_ptr: np.ndarray, arcs: np.ndarray, size_bytes: np.ndarray, capacity_Bps: np.ndarray,
                      start_s: np.ndarray | None = None) -> FlowTimes:
-    """Completion time of every flow under max-min fair sharing, rates recomputed at every event.
-
-    ``arc_ptr``/``arcs``: flow ``i`` crosses ``arcs[arc_ptr[i]:arc_ptr[i + 1]]`` (each arc once);
-    ``size_bytes`` per flow; ``capacity_Bps`` per arc (bytes per second, > 0 on every arc a flow crosses);
-    ``start_s`` per flow (default: all start at 0). A flow with no bytes or no arcs completes at its start.
+    """``solve`` of CSR paths: flow ``i`` crosses ``arcs[arc_ptr[i]:arc_ptr[i + 1]]``, ``capacity_Bps`` per arc.
 
     >>> # one link of 1 byte/s shared by flows of 1 and 2 bytes: both at 1/2, then the larger alone
     >>> completion_times(np.array([0, 1, 2]), np.array([0, 0]), np.array([1.0, 2.0]), np.array([1.0])).completion_s
     array([2., 3.])
     """
-    size = np.asarray(size_bytes, dtype=np.float64)
+    capacity = np.asarray(capacity_Bps, dtype=np.float64)
+    paths = FlowPaths(np.asarray(size_bytes, dtype=np.float64), capacity.size, np.asarray(arc_ptr), np.asarray(arcs))
+    return solve(paths, capacity, start_s)
+
+
+def solve(paths: FlowPaths, capacity_Bps: np.ndarray, start_s: np.ndarray | None = None) -> FlowTimes:
+    """Completion time of every flow of ``paths`` under max-min fair sharing, rates recomputed at every event.
+
+    ``capacity_Bps`` per arc (bytes per second, > 0 on every arc a flow crosses); ``start_s`` per flow
+    (default: all start at 0). A flow with no bytes or no arcs completes at its start."""
+    size = np.asarray(paths.bytes, dtype=np.float64)
     flows = size.size
     start = np.zeros(flows) if start_s is None else np.asarray(start_s, dtype=np.float64)
-    arc_ptr = np.asarray(arc_ptr)
-    lengths = np.diff(arc_ptr)
-    moves = (size > 0) & (lengths > 0)
+    moves = paths.moving()
+    moves &= size > 0
     if not moves.any():
         return FlowTimes(start.copy())
     capacity = np.asarray(capacity_Bps, dtype=np.float64)
-    if moves.all():
-        moving = None
-        paths = Incidence.of(arc_ptr, arcs, capacity.size)
+    moving = None if moves.all() else np.flatnonzero(moves)
+    if paths.rows is not None:
+        incidence = Incidence.of_rows(paths.rows if moving is None else np.take(paths.rows, moving, axis=0),
+                                      capacity.size)
+    elif moving is None:
+        incidence = Incidence.of(paths.arc_ptr, paths.arcs, capacity.size)
     else:
-        moving = np.flatnonzero(moves)
+        lengths = np.diff(paths.arc_ptr)
         keep = np.repeat(moves, lengths)
-        paths = Incidence.of(np.concatenate([[0], np.cumsum(lengths[moving])]), np.asarray(arcs)[keep], capacity.size)
-        del keep
+        incidence = Incidence.of(np.concatenate([[0], np.cumsum(lengths[moving])]), np.asarray(paths.arcs)[keep],
+                                 capacity.size)
+        del keep, lengths
+    del moves
+    if moving is not None:
         size, start = size[moving], start[moving]
-    del lengths
     if start_s is None and size.min() == size.max():
         # equal flows started together: the fastest finish first and free capacity only where every flow
         # left is bottlenecked elsewhere, at a lower rate (see ``_events``), so one fill gives every time
-        rate, rounds, _order, _used = _fill(paths, capacity, np.ones(size.size, dtype=bool), keep_order=False)
+        rate, rounds, _order, _used = _fill(incidence, capacity, np.ones(size.size, dtype=bool), keep_order=False)
         finish, events = np.divide(size, rate, out=rate), rounds   # one finish instant per fill level
     else:
-        finish, events, rounds = _events(paths, capacity, size, start, start_s is None)
+        finish, events, rounds = _events(incidence, capacity, size, start, start_s is None)
     if moving is None:
         completion = finish
     else:

@@ -15,6 +15,7 @@ from ..errors import EngineRefused, Refusal
 from ..topology import Topology
 from .ecmp import distances_to, routing_graph, search_ops, too_much_search
 from .engine import Routed
+from .fairshare import FlowPaths, compact_rows
 from .traffic import Demand
 
 MAX_FLOWS = 20_000_000
@@ -35,14 +36,15 @@ def route(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
 
 
 def flow_paths(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
-               arc_mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each flow's hashed path, as the fair-share solver takes it (``fairshare.completion_times``):
-    ``(arc_ptr, arcs, bytes)``, flow ``i`` (queue pairs listed one after another per pair, in the order of
-    ``demand.pairs()``) crossing ``arcs[arc_ptr[i]:arc_ptr[i + 1]]`` in path order; unreachable flows have
-    no arcs. ``arcs`` is int32 (int64 past 2^31 arcs), ``arc_ptr`` int32 while the entries fit, else int64.
+               arc_mask: np.ndarray | None = None) -> FlowPaths:
+    """Each flow's hashed path, as the fair-share solver takes it (``fairshare.solve``): flow ``i`` (queue
+    pairs listed one after another per pair, in the order of ``demand.pairs()``) crosses its arcs in path
+    order; unreachable flows have no arcs. As rows (``FlowPaths.rows``) where padding to the longest path
+    costs at most the entries (``fairshare.compact_rows``: every fabric's own flows), else as CSR. Arcs are
+    int32 (int64 past 2^31 arcs), ``arc_ptr`` int32 while the entries fit, else int64.
 
     Each flow's hop count is known from the distances before it moves (its distance, or for weighted hops
-    its distance split into the weights it is made of), so ``arc_ptr`` is laid out first and the flows are
+    its distance split into the weights it is made of), so the layout is known first and the flows are
     walked a chunk at a time, each chunk's arcs copied to their place: no per-hop lists, no sort, no
     temporaries the size of all flows. The arcs are the same as ``route`` follows."""
     setup = _setup(topology, demand, qps, arc_mask)
@@ -51,9 +53,11 @@ def flow_paths(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
     bytes_ = np.repeat(size / qps, qps) if qps > 1 else size   # a fresh array of demand.pairs()
     index_type = np.int32 if topology.num_arcs < 2**31 else np.int64
     if flows == 0:
-        return np.zeros(1, dtype=np.int32), np.zeros(0, dtype=index_type), bytes_
+        return FlowPaths(bytes_, topology.num_arcs, np.zeros(1, dtype=np.int32), np.zeros(0, dtype=index_type))
     flow_src, flow_dst = (src, dst) if qps == 1 else (np.repeat(src, qps), np.repeat(dst, qps))
+    del src, dst, setup.pairs   # no second reference to the pairs: freed as soon as the walks are done
     blocks = list(setup.blocks(flow_dst, 1024 * 2**20))
+    del flow_dst   # the blocks hold what the walks need of it
     whole = len(blocks) == 1    # one block of all flows: no copies of their arrays
     lengths = None if whole else np.zeros(flows, dtype=np.int32)
     kept = None
@@ -66,21 +70,26 @@ def flow_paths(topology: Topology, demand: Demand, seed: int = 0, qps: int = 1,
             lengths[mine] = hops
         del dist, hops
     total = int(lengths.sum(dtype=np.int64))
-    ptr_type = np.int32 if total < 2**31 else np.int64
-    arc_ptr = np.zeros(flows + 1, dtype=ptr_type)
-    np.cumsum(lengths, out=arc_ptr[1:])
-    arcs = np.empty(total, dtype=index_type)
+    width = int(lengths.max())
+    if compact_rows(flows, width, total):
+        paths = FlowPaths(bytes_, topology.num_arcs, rows=np.empty((flows, width), dtype=index_type))
+        out, where = paths.rows, None
+    else:
+        arc_ptr = np.zeros(flows + 1, dtype=np.int32 if total < 2**31 else np.int64)
+        np.cumsum(lengths, out=arc_ptr[1:])
+        paths = FlowPaths(bytes_, topology.num_arcs, arc_ptr, np.empty(total, dtype=index_type))
+        out, where = paths.arcs, arc_ptr[:-1]
     for targets, mine, col in blocks:
         dist = kept if whole else _distances(setup.graph, targets)
         next_hops = _NextHops(topology, setup, dist)
         del dist
         kept = None
         if whole:   # flows that do not move (unreachable) are walked too, and list nothing
-            _walk(topology, next_hops, flow_src, col, None, seed, lengths, out=arcs, pos=arc_ptr[:-1])
+            _walk(topology, next_hops, flow_src, col, None, seed, lengths, out=out, pos=where)
         else:
-            _walk(topology, next_hops, flow_src[mine], col, mine.view(np.uint64), seed, lengths[mine], out=arcs,
-                  pos=arc_ptr[mine])
-    return arc_ptr, arcs, bytes_
+            _walk(topology, next_hops, flow_src[mine], col, mine.view(np.uint64), seed, lengths[mine], out=out,
+                  pos=mine if where is None else where[mine])
+    return paths
 
 
 _SEARCH_COLUMNS = 128   # destinations searched at once by ``_distances``
@@ -114,7 +123,7 @@ class _Setup:
     out-arcs of every node as CSR, and the arc weights."""
 
     def __init__(self, topology: Topology, demand: Demand, qps: int, arc_mask):
-        self.pairs = demand.pairs()
+        self.pairs = demand.pairs(compact=True)
         n, m = topology.num_nodes, topology.num_arcs
         usable = np.ones(m, dtype=bool) if arc_mask is None else arc_mask
         self.graph = routing_graph(topology, usable)
@@ -305,8 +314,10 @@ def _walk(topology, hops_table: _NextHops, here, col, flow_id, seed, hops, load=
     than one next hop are hashed (the pick of one is that one).
 
     ``out``: the flows are walked ``_CHUNK`` at a time, all hops of a chunk before the next, so every
-    temporary is small and stays in cache. ``load``: all flows at once, so that each hop adds one
-    ``bincount`` over all flows in flow order (the same float sums as before chunking)."""
+    temporary is small and stays in cache; ``out`` is CSR entries (``pos``: where each flow's first arc
+    goes) or rows (2-D, padded with the number of arcs; ``pos``: each flow's row, None: flow ``i``'s is row
+    ``i``). ``load``: all flows at once, so that each hop adds one ``bincount`` over all flows in flow
+    order (the same float sums as before chunking)."""
     step = _CHUNK if out is not None else max(1, here.size)
     salt = np.uint64(seed) * np.uint64(0x100000001B3)
     key_of_pool = topology.dst[hops_table.pool].astype(np.int64) * hops_table.b   # table row a pick leads to
@@ -316,8 +327,13 @@ def _walk(topology, hops_table: _NextHops, here, col, flow_id, seed, hops, load=
         lengths = hops[c0:c1]
         listed = _walk_chunk(topology, hops_table, key_of_pool, here[c0:c1], col[c0:c1], ids, salt, lengths,
                              load, None if flow_bytes is None else flow_bytes[c0:c1],
-                             None if out is None else out.dtype)
-        if out is not None:
+                             None if out is None else out.dtype, None if out is None or out.ndim == 1 else out.shape[1])
+        if out is not None and out.ndim == 2:
+            if pos is None:
+                out[c0:c1] = listed.reshape(c1 - c0, out.shape[1])
+            else:
+                out[pos[c0:c1]] = listed.reshape(c1 - c0, out.shape[1])
+        elif out is not None:
             first, last = int(pos[c0]), int(pos[c1 - 1]) + int(lengths[-1])
             if last - first == listed.size:
                 out[first:last] = listed
@@ -327,9 +343,9 @@ def _walk(topology, hops_table: _NextHops, here, col, flow_id, seed, hops, load=
 
 
 def _walk_chunk(topology, hops_table: _NextHops, key_of_pool, here, col, flow_id, salt, hops, load, flow_bytes,
-                listing):
+                listing, width=None):
     """One chunk of ``_walk``; ``listing`` (None, or the dtype of the arcs): return the arcs taken, flow by
-    flow in path order. Flows that arrived keep walking (from the destination, whose table entry is empty, their
+    flow in path order (``width``: in rows of ``width``, padded with the number of arcs). Flows that arrived keep walking (from the destination, whose table entry is empty, their
     arcs written to a spare last cell and their bytes weighing 0) until a quarter of those still walked are
     done; then the rest are compacted, so few are walked for nothing."""
     table, pool, shift = hops_table.table, hops_table.pool, hops_table.shift
@@ -337,7 +353,11 @@ def _walk_chunk(topology, hops_table: _NextHops, key_of_pool, here, col, flow_id
     m = topology.num_arcs
     steps = int(hops.max(initial=0))
     walking = hops.size - np.cumsum(np.bincount(hops, minlength=steps + 1))   # walking at each hop
-    if listing is not None:
+    if listing is not None and width is not None:
+        start = np.arange(hops.size, dtype=np.int64) * width
+        spare = hops.size * width
+        listed = np.full(spare + 1, m, dtype=listing)
+    elif listing is not None:
         start = np.cumsum(hops, dtype=np.int64) - hops
         spare = int(hops.sum(dtype=np.int64))
         listed = np.empty(spare + 1, dtype=listing)

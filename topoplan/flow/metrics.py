@@ -440,8 +440,7 @@ def _fair_share(topology: Topology, engine, demand, request: RouteRequest, capac
         return None, (f"fair share not computed: {crowding.flow_count(demand, request.qps):,} flows on about "
                       f"{entries:,} links in all, above {fairshare.MAX_ENTRIES:,} (memory); the time is the hottest "
                       "link's load over its capacity (a lower bound)")
-    arc_ptr, arcs, size = engine.flow_paths(topology, demand, request)
-    return crowding.fair_share(arc_ptr, arcs, size, capacity_gbps, lockstep), ""
+    return crowding.fair_share(engine.flow_paths(topology, demand, request), capacity_gbps, lockstep), ""
 
 
 def evaluate_collective(topology: Topology, plans: list, timing: Timing = Timing(), engine: str = "ecmp",
