@@ -78,9 +78,9 @@ def equal_budget(catalog) -> list[dict]:
         if reference is None:
             reference = [capital_usd(data, catalog, n) for n in SIZES]
         sizes = _sizes_for(fabric["topology"], 2 * SIZES[-1])
-        points = []
+        points, known = [], {}
         for budget in reference:
-            bought = largest_within_budget(data, catalog, budget, sizes, resize=_railx_grid)
+            bought = largest_within_budget(data, catalog, budget, sizes, resize=_railx_grid, known=known)
             if bought is None:
                 points.append({"budget_usd": budget, "gpus": None})
                 continue

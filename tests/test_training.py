@@ -253,9 +253,13 @@ def test_largest_within_budget_is_the_largest_size_that_fits():
     sizes = list(range(128, 4097, 128))
     costs = [capital_usd(data, CATALOG, n) for n in sizes]
     assert costs == sorted(costs)
+    known: dict = {}
     for budget in (costs[0] - 1, costs[5] + 1, (costs[9] + costs[10]) / 2, costs[-1] * 2):
         fitting = [(n, c) for n, c in zip(sizes, costs) if c <= budget]
         assert largest_within_budget(data, CATALOG, budget, sizes) == (fitting[-1] if fitting else None)
+        # sharing the costs already known between budgets changes nothing but the builds
+        assert largest_within_budget(data, CATALOG, budget, sizes, known=known) == (fitting[-1] if fitting else None)
+    assert known and all(known[n] == costs[sizes.index(n)] for n in known)
 
 
 def _invoke(*args):

@@ -206,13 +206,18 @@ def capital_usd(data: dict, catalog: Catalog, gpus: int) -> float:
 
 
 def largest_within_budget(data: dict, catalog: Catalog, budget_usd: float, sizes: list[int],
-                          resize=None) -> tuple[int, float] | None:
+                          resize=None, known: dict | None = None) -> tuple[int, float] | None:
     """The largest of ``sizes`` (ascending) whose cluster costs at most ``budget_usd``, and its cost; None
     when even the smallest costs more. Bisects, so it assumes the cost grows with the GPU count (it does,
     stepwise, for every generator here); the size returned always fits the budget. ``resize(data, gpus)``
-    rewrites family-specific size fields (e.g. a RailX grid) first."""
+    rewrites family-specific size fields (e.g. a RailX grid) first. ``known``: costs by size of this same
+    ``data``, read and filled, so that several budgets share the sizes their bisections visit."""
+    known = {} if known is None else known
+
     def cost(n):
-        return capital_usd(resize(data, n) if resize else data, catalog, n)
+        if n not in known:
+            known[n] = capital_usd(resize(data, n) if resize else data, catalog, n)
+        return known[n]
 
     low, high, best = 0, len(sizes) - 1, None
     while low <= high:

@@ -30,15 +30,16 @@ import numpy as np
 _TIE = 1e-9   # relative: arcs within this of the smallest fill level fill together; flows finish together
 
 # Flow x arc entries (each flow's arcs, summed over flows) past which fair sharing should be refused.
-# Measured on benchmarks/run.py fairshare-a2a-4k (125.5 million entries, 16.8 million flows): 3,022-3,051
-# MiB peak resident memory for listing the paths (hashed.flow_paths) and solving them (completion_times) in
-# one process, Python and imports included: about 26 bytes per entry (int32 paths, their arc-major copy,
-# the padded rows, per-flow float64 state). MAX_ENTRIES bounds that peak near 4 GiB. The time grows about
-# linearly with the entries: 12-25 s for those 125.5 million on this 2-core VM, of which 7-8 s of CPU in
-# the process and the rest the kernel's page faults (docs/performance.md); the estimate takes 2e-7 s each.
-PEAK_BYTES_PER_ENTRY = 26
+# Measured on benchmarks/run.py fairshare-a2a-4k (125.5 million entries, 16.8 million flows): 1,448-1,459
+# MiB peak resident memory for listing the paths (hashed.flow_paths, as padded rows) and solving them
+# (``solve``) in one process, Python and imports included: about 12 bytes per entry (the int32 rows, their
+# arc-major copy, per-flow float64 state). MAX_ENTRIES keeps that under 2 GiB, below the 2.2 GB that
+# hashed.route's loads of the same flows take first. The time grows about linearly with the entries:
+# 17.8-21.1 s for those 125.5 million on this 2-core VM, of which about 7 s of user CPU and the rest the
+# kernel's first-touch page faults (docs/performance.md); the estimate takes 2e-7 s each.
+PEAK_BYTES_PER_ENTRY = 12
 MAX_ENTRIES = 160_000_000
-MEASURED_S_PER_ENTRY = 2.0e-7   # listing and solving, per entry: up to 25 s / 125.5 million (the estimate's rate)
+MEASURED_S_PER_ENTRY = 2.0e-7   # listing and solving, per entry: 21-25 s / 125.5 million, rounded up (the estimate's rate)
 
 
 @dataclass
@@ -47,7 +48,8 @@ class FlowPaths:
     ``arcs[arc_ptr[i]:arc_ptr[i + 1]]``. Rows (where padding costs at most as many entries as the paths,
     ``compact_rows``): row ``i`` of ``rows`` (flows x longest path) lists flow ``i``'s arcs, then
     ``num_arcs`` (padding) to the end: the layout the solver reads, so paths listed this way are not copied
-    (a world all-to-all on 4k GPUs has 125 million entries). Arcs in path order, each at most once a flow."""
+    (a world all-to-all on 4k GPUs has 125 million entries). Arcs in path order, each at most once a flow.
+    ``bytes`` may be a read-only broadcast of one value (equal flows: ``Demand.pairs(compact=True)``)."""
 
     bytes: np.ndarray
     num_arcs: int

@@ -184,23 +184,29 @@ def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
     if src.size == 0:
         return routed
     flows = src.size * qps
-    flow_src = np.repeat(src, qps)
-    flow_dst = np.repeat(dst, qps)
-    flow_bytes = np.repeat(size / qps, qps)
+    flow_src, flow_dst = (src, dst) if qps == 1 else (np.repeat(src, qps), np.repeat(dst, qps))
+    flow_bytes = np.repeat(size / qps, qps) if qps > 1 else np.ascontiguousarray(size)
+    del src, dst, size, setup.pairs
     for targets, mine, col in setup.blocks(flow_dst):
-        mine = np.arange(flows) if mine is None else mine
         dist = _distances(setup.graph, targets)
-        to_go = dist[flow_src[mine], col]
+        to_go = dist[flow_src if mine is None else flow_src[mine], col]
         lost = to_go < 0
-        go = mine[~lost]
-        hops = _hop_counts(to_go[~lost], setup.weight_set, topology.num_nodes)
+        if mine is None and not lost.any():   # every flow, all reachable: no copies of their arrays
+            go, here, hops = None, flow_src, _hop_counts(to_go, setup.weight_set, topology.num_nodes)
+            ids, weights = np.arange(flows, dtype=np.uint64), flow_bytes
+        else:
+            mine = np.arange(flows) if mine is None else mine
+            go = mine[~lost]
+            here, col, hops = flow_src[go], col[~lost], _hop_counts(to_go[~lost], setup.weight_set, topology.num_nodes)
+            ids, weights = go.astype(np.uint64), flow_bytes[go]
+        del to_go
         next_hops = _NextHops(topology, setup, dist)
+        del dist
         for seed, out in zip(seeds, routed):
             if lost.any():
                 out.unreachable_pairs += int(lost.sum()) // qps
                 out.unreachable_bytes += float(flow_bytes[mine][lost].sum())
-            _walk(topology, next_hops, flow_src[go], col[~lost], go.astype(np.uint64), seed, hops,
-                  load=out.load, flow_bytes=flow_bytes[go])
+            _walk(topology, next_hops, here, col, ids, seed, hops, load=out.load, flow_bytes=weights)
     return routed
 
 
