@@ -136,31 +136,19 @@ class Incidence:
     @classmethod
     def of(cls, arc_ptr: np.ndarray, arcs: np.ndarray, num_arcs: int) -> "Incidence":
         """From CSR paths in which every flow crosses at least one arc."""
-        import scipy.sparse as sp  # lazily, as the engines do
-
         arc_ptr, arcs = _index(np.asarray(arc_ptr)), _index(np.asarray(arcs))
-        flows = arc_ptr.size - 1
-        # scipy's CSR -> CSC conversion is a counting sort: the arc-major copy in O(entries + arcs)
-        matrix = sp.csr_matrix((np.ones(arcs.size, dtype=np.int8), arcs, arc_ptr), shape=(flows, num_arcs))
-        by_arc = matrix.tocsc()
-        del matrix
-        return cls(arc_ptr, arcs, _index(by_arc.indptr), _index(by_arc.indices), num_arcs,
-                   _dense(arc_ptr, arcs, num_arcs))
+        by_arc_ptr, arc_flow = _arc_major(arc_ptr, arcs, num_arcs)
+        return cls(arc_ptr, arcs, by_arc_ptr, arc_flow, num_arcs, _dense(arc_ptr, arcs, num_arcs))
 
     @classmethod
     def of_rows(cls, rows: np.ndarray, num_arcs: int) -> "Incidence":
         """From paths as rows (``FlowPaths.rows``: padded with ``num_arcs``), each with at least one arc. The
         rows are kept as ``dense``, not copied; the padding is sorted to a column of its own, past the arcs."""
-        import scipy.sparse as sp
-
         flows, width = rows.shape
-        entries = flows * width
-        ptr_type = np.int32 if entries < 2**31 else np.int64
-        matrix = sp.csr_matrix((np.ones(entries, dtype=np.int8), rows.reshape(-1),
-                                np.arange(flows + 1, dtype=ptr_type) * ptr_type(width)), shape=(flows, num_arcs + 1))
-        by_arc = matrix.tocsc()
-        del matrix
-        return cls(None, None, _index(by_arc.indptr[:num_arcs + 1]), _index(by_arc.indices), num_arcs, rows)
+        ptr_type = np.int32 if flows * width < 2**31 else np.int64
+        by_arc_ptr, arc_flow = _arc_major(np.arange(flows + 1, dtype=ptr_type) * ptr_type(width), rows.reshape(-1),
+                                          num_arcs + 1)
+        return cls(None, None, by_arc_ptr[:num_arcs + 1], arc_flow, num_arcs, rows)
 
     def arc_sums(self, flows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Per arc, how many of ``flows`` cross it (or the sum of their ``weights``)."""
@@ -197,6 +185,17 @@ def _dense(arc_ptr: np.ndarray, arcs: np.ndarray, num_arcs: int) -> np.ndarray |
         f1 = min(flows, f0 + chunk)
         dense[f0:f1][np.arange(width) < lengths[f0:f1, None]] = arcs[arc_ptr[f0]:arc_ptr[f1]]
     return dense
+
+
+def _arc_major(flow_ptr: np.ndarray, arcs: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """The flows crossing each of ``columns`` arcs, ascending (CSR by arc), from CSR by flow: scipy's
+    CSR -> CSC conversion, a counting sort in O(entries + arcs)."""
+    import scipy.sparse as sp  # lazily, as the engines do
+
+    matrix = sp.csr_matrix((np.ones(arcs.size, dtype=np.int8), arcs, flow_ptr), shape=(flow_ptr.size - 1, columns))
+    by_arc = matrix.tocsc()
+    del matrix
+    return _index(by_arc.indptr), _index(by_arc.indices)
 
 
 def _index(a: np.ndarray) -> np.ndarray:

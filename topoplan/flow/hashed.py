@@ -192,7 +192,7 @@ def route_seeds(topology: Topology, demand: Demand, seeds, qps: int = 1,
         to_go = dist[flow_src if mine is None else flow_src[mine], col]
         lost = to_go < 0
         if mine is None and not lost.any():   # every flow, all reachable: no copies of their arrays
-            go, here, hops = None, flow_src, _hop_counts(to_go, setup.weight_set, topology.num_nodes)
+            here, hops = flow_src, _hop_counts(to_go, setup.weight_set, topology.num_nodes)
             ids, weights = np.arange(flows, dtype=np.uint64), flow_bytes
         else:
             mine = np.arange(flows) if mine is None else mine
@@ -335,10 +335,7 @@ def _walk(topology, hops_table: _NextHops, here, col, flow_id, seed, hops, load=
                              load, None if flow_bytes is None else flow_bytes[c0:c1],
                              None if out is None else out.dtype, None if out is None or out.ndim == 1 else out.shape[1])
         if out is not None and out.ndim == 2:
-            if pos is None:
-                out[c0:c1] = listed.reshape(c1 - c0, out.shape[1])
-            else:
-                out[pos[c0:c1]] = listed.reshape(c1 - c0, out.shape[1])
+            out[slice(c0, c1) if pos is None else pos[c0:c1]] = listed.reshape(c1 - c0, out.shape[1])
         elif out is not None:
             first, last = int(pos[c0]), int(pos[c1 - 1]) + int(lengths[-1])
             if last - first == listed.size:
@@ -351,9 +348,10 @@ def _walk(topology, hops_table: _NextHops, here, col, flow_id, seed, hops, load=
 def _walk_chunk(topology, hops_table: _NextHops, key_of_pool, here, col, flow_id, salt, hops, load, flow_bytes,
                 listing, width=None):
     """One chunk of ``_walk``; ``listing`` (None, or the dtype of the arcs): return the arcs taken, flow by
-    flow in path order (``width``: in rows of ``width``, padded with the number of arcs). Flows that arrived keep walking (from the destination, whose table entry is empty, their
-    arcs written to a spare last cell and their bytes weighing 0) until a quarter of those still walked are
-    done; then the rest are compacted, so few are walked for nothing."""
+    flow in path order (``width``: in rows of ``width``, padded with the number of arcs). Flows that arrived
+    keep walking (from the destination, whose table entry is empty, their arcs written to a spare last cell
+    and their bytes weighing 0) until a quarter of those still walked are done; then the rest are
+    compacted, so few are walked for nothing."""
     table, pool, shift = hops_table.table, hops_table.pool, hops_table.shift
     low = (1 << shift) - 1
     m = topology.num_arcs
